@@ -1,0 +1,406 @@
+"""The model's computation graph: what layers exist, how data flows, what can be captured.
+
+`extract_graph(model, example_input)` traces the model with ``torch.fx`` and annotates every node
+with its output shape and dtype (shape propagation), operation kind, owning module and parameter
+count. A model that ``torch.fx`` cannot trace (data-dependent control flow, for example) gets a
+graph recorded with forward hooks while the model runs once on the example, with a warning that
+says why: the user always gets a graph, never a crash.
+
+The graph serialises to JSON (never pickle) so that a store can keep it and be opened elsewhere.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import warnings
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+FORMAT_VERSION = 1
+
+
+class GraphTraceWarning(UserWarning):
+    """Issued when the exact ``torch.fx`` graph could not be had and a fallback was used."""
+
+
+class UnknownLayerError(KeyError):
+    """A layer name that is not in the graph; the message lists valid names and close matches."""
+
+    def __str__(self) -> str:  # KeyError quotes its message; keep it readable
+        return str(self.args[0]) if self.args else ""
+
+
+@dataclass
+class GraphNode:
+    """One operation of the model.
+
+    ``module_path`` is the module whose ``forward`` produced this node ("" for the root model); for
+    a ``call_module`` node it is the called module itself. ``shape`` includes the batch dimension
+    of the example input. ``capturable`` marks nodes that output one floating tensor with a batch
+    dimension, i.e. whose activations can be captured per instance.
+    """
+
+    name: str
+    op: str
+    target: str
+    kind: str
+    module_path: str
+    inputs: list[str] = field(default_factory=list)
+    shape: list[int] | None = None
+    dtype: str | None = None
+    num_params: int = 0
+    capturable: bool = False
+
+
+@dataclass
+class ModuleInfo:
+    """One submodule of the model, for the hierarchy a view collapses and expands."""
+
+    path: str
+    type: str
+    num_params: int
+    children: list[str] = field(default_factory=list)
+
+
+@dataclass
+class ComputationGraph:
+    nodes: list[GraphNode]
+    modules: dict[str, ModuleInfo]
+    method: str  # "fx" or "hooks"
+    note: str | None = None  # why the fallback was used, when it was
+    model_type: str = ""
+    graph_module: Any = field(default=None, repr=False, compare=False)  # fx GraphModule, not serialised
+
+    # ----------------------------------------------------------------- lookup
+    def __post_init__(self) -> None:
+        self._by_name = {n.name: n for n in self.nodes}
+
+    @property
+    def edges(self) -> list[tuple[str, str]]:
+        return [(src, n.name) for n in self.nodes for src in n.inputs]
+
+    def node(self, name: str) -> GraphNode:
+        return self._by_name[name]
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._by_name
+
+    @property
+    def capture_points(self) -> list[GraphNode]:
+        return [n for n in self.nodes if n.capturable]
+
+    @property
+    def output_node(self) -> GraphNode | None:
+        """The node whose value the model returns (its logits, for a classifier)."""
+        outs = [n for n in self.nodes if n.op == "output"]
+        if outs and outs[0].inputs:
+            return self._by_name.get(outs[0].inputs[0])
+        capturable = self.capture_points
+        return capturable[-1] if capturable else None
+
+    def nodes_of_module(self, path: str) -> list[GraphNode]:
+        """Every node inside module ``path`` (recursively)."""
+        if path == "":
+            return list(self.nodes)
+        prefix = path + "."
+        return [n for n in self.nodes if n.module_path == path or n.module_path.startswith(prefix)]
+
+    def resolve_layer(self, name: str) -> GraphNode:
+        """Find a capturable node by graph node name or module path.
+
+        A module path names the module's last capturable node (its output). An unknown name raises
+        `UnknownLayerError` listing the valid names and the closest matches.
+        """
+        if name in self._by_name and self._by_name[name].capturable:
+            return self._by_name[name]
+        for n in reversed(self.nodes):  # a module called twice: its last call is its output
+            if n.capturable and n.op == "call_module" and n.target == name:
+                return n
+        if name in self.modules:
+            inner = [n for n in self.nodes_of_module(name) if n.capturable]
+            if inner:
+                return inner[-1]
+        valid = self.layer_names()
+        close = difflib.get_close_matches(name, valid, n=5, cutoff=0.5)
+        hint = f" Closest: {', '.join(close)}." if close else ""
+        raise UnknownLayerError(
+            f"Unknown layer {name!r}.{hint} Valid layer names: {', '.join(valid)}."
+        )
+
+    def layer_names(self) -> list[str]:
+        """Names accepted by `resolve_layer`: capturable node names and module paths."""
+        names = [n.name for n in self.capture_points]
+        names += [p for p in self.modules if p and p not in names]
+        return names
+
+    def default_layers(self) -> list[str]:
+        """Outputs of the top-level blocks plus the model output: a sensible first capture."""
+        chosen: list[str] = []
+        top_level = [p for p in self.modules if p and "." not in p]
+        for path in top_level:
+            inner = [n for n in self.nodes_of_module(path) if n.capturable]
+            if inner and inner[-1].name not in chosen:
+                chosen.append(inner[-1].name)
+        out = self.output_node
+        if out is not None and out.capturable and out.name not in chosen:
+            chosen.append(out.name)
+        return chosen
+
+    # ----------------------------------------------------------- serialisation
+    def to_dict(self) -> dict:
+        return {
+            "format": "activis.graph",
+            "version": FORMAT_VERSION,
+            "method": self.method,
+            "note": self.note,
+            "model_type": self.model_type,
+            "nodes": [asdict(n) for n in self.nodes],
+            "modules": [asdict(m) for m in self.modules.values()],
+        }
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict())
+
+    @classmethod
+    def from_dict(cls, data: dict) -> ComputationGraph:
+        if data.get("format") != "activis.graph":
+            raise ValueError("Not an activis graph (missing format tag).")
+        if data.get("version", 0) > FORMAT_VERSION:
+            raise ValueError(
+                f"Graph format version {data.get('version')} is newer than this activis supports "
+                f"({FORMAT_VERSION}); upgrade activis."
+            )
+        nodes = [GraphNode(**n) for n in data["nodes"]]
+        modules = {m["path"]: ModuleInfo(**m) for m in data["modules"]}
+        return cls(nodes=nodes, modules=modules, method=data["method"], note=data.get("note"),
+                   model_type=data.get("model_type", ""))
+
+    @classmethod
+    def from_json(cls, text: str) -> ComputationGraph:
+        return cls.from_dict(json.loads(text))
+
+    def summary(self) -> str:
+        n_cap = len(self.capture_points)
+        return (f"{self.model_type}: {len(self.nodes)} nodes, {len(self.edges)} edges, "
+                f"{len(self.modules) - 1} submodules, {n_cap} capturable ({self.method})")
+
+
+# --------------------------------------------------------------------- extraction
+def extract_graph(model, example_input, *, tracer_leaf_modules: Iterable[type] = ()) -> ComputationGraph:
+    """Trace ``model`` on ``example_input`` (a tensor, or a tuple of positional inputs).
+
+    Falls back to a forward-hook recording when ``torch.fx`` cannot trace the model, warning with
+    `GraphTraceWarning` and storing the reason in ``graph.note``.
+    """
+    import torch
+
+    args = example_input if isinstance(example_input, tuple) else (example_input,)
+    modules = _module_tree(model)
+    was_training = model.training
+    model.eval()
+    try:
+        try:
+            gm = _fx_trace(model, tuple(tracer_leaf_modules))
+        except Exception as exc:  # noqa: BLE001 - any tracing failure means: use the fallback
+            reason = f"torch.fx could not trace {type(model).__name__}: {type(exc).__name__}: {exc}"
+            reason = reason.splitlines()[0][:500]
+            warnings.warn(f"{reason}. Using a graph recorded with forward hooks instead "
+                          "(module calls in execution order; functional operations are not shown).",
+                          GraphTraceWarning, stacklevel=2)
+            with torch.no_grad():
+                nodes = _hook_graph(model, args)
+            return ComputationGraph(nodes=nodes, modules=modules, method="hooks", note=reason,
+                                    model_type=type(model).__name__)
+        with torch.no_grad():
+            from torch.fx.passes.shape_prop import ShapeProp
+
+            ShapeProp(gm).propagate(*args)
+        nodes = _fx_nodes(gm, model)
+        return ComputationGraph(nodes=nodes, modules=modules, method="fx",
+                                model_type=type(model).__name__, graph_module=gm)
+    finally:
+        model.train(was_training)
+
+
+def _fx_trace(model, extra_leaves: tuple):
+    import torch.fx as fx
+
+    class Tracer(fx.Tracer):
+        def is_leaf_module(self, m, qualname):
+            return isinstance(m, extra_leaves) or super().is_leaf_module(m, qualname)
+
+    tracer = Tracer()
+    graph = tracer.trace(model)
+    return fx.GraphModule(tracer.root, graph, type(model).__name__)
+
+
+def _module_tree(model) -> dict[str, ModuleInfo]:
+    tree: dict[str, ModuleInfo] = {}
+    for path, mod in model.named_modules(remove_duplicate=False):
+        if path in tree:
+            continue
+        n_params = sum(p.numel() for p in mod.parameters())
+        tree[path] = ModuleInfo(path=path, type=type(mod).__name__, num_params=int(n_params))
+    for path in tree:
+        if path:
+            parent = path.rsplit(".", 1)[0] if "." in path else ""
+            if parent in tree:
+                tree[parent].children.append(path)
+    return tree
+
+
+def _describe_tensor(value, batch: int | None = None) -> tuple[list[int] | None, str | None, bool]:
+    """(shape, dtype, capturable) of a tensor or a traced value's ``tensor_meta``.
+
+    Capturable means floating point with the batch dimension first: one row per instance.
+    """
+    import torch
+
+    if value is None or not hasattr(value, "shape") or not isinstance(value.dtype, torch.dtype):
+        return None, None, False
+    shape = [int(s) for s in value.shape]
+    dtype = str(value.dtype).replace("torch.", "")
+    capturable = bool(shape) and value.dtype.is_floating_point and (batch is None or shape[0] == batch)
+    return shape, dtype, capturable
+
+
+def _owner_path(node) -> str:
+    stack = node.meta.get("nn_module_stack")
+    if not stack:
+        return ""
+    last = list(stack.values())[-1]
+    path = last[0] if isinstance(last, tuple) else str(last)
+    # fx records paths with "." already; guard against the L['self'] style of dynamo
+    return path
+
+
+def _fx_nodes(gm, model) -> list:
+    import torch
+
+    named_modules = dict(model.named_modules())
+    named_params = dict(model.named_parameters())
+    named_params.update(dict(model.named_buffers()))
+    nodes = []
+    placeholders = [n.meta.get("tensor_meta") for n in gm.graph.nodes if n.op == "placeholder"]
+    batch = int(placeholders[0].shape[0]) if placeholders and hasattr(placeholders[0], "shape") else None
+    for node in gm.graph.nodes:
+        meta = node.meta.get("tensor_meta")
+        shape, dtype, capturable = _describe_tensor(meta, batch)
+        inputs = [a.name for a in node.all_input_nodes]
+        num_params = 0
+        if node.op == "call_module":
+            target = str(node.target)
+            mod = named_modules.get(target)
+            kind = type(mod).__name__ if mod is not None else target
+            module_path = target
+            num_params = sum(p.numel() for p in mod.parameters()) if mod is not None else 0
+        elif node.op == "call_function":
+            target = getattr(node.target, "__qualname__", None) or str(node.target)
+            module_name = getattr(node.target, "__module__", None) or ""
+            target = f"{module_name}.{target}" if module_name and "." not in target else target
+            kind = getattr(node.target, "__name__", str(node.target))
+            module_path = _owner_path(node)
+        elif node.op == "call_method":
+            target = str(node.target)
+            kind = target
+            module_path = _owner_path(node)
+        elif node.op == "get_attr":
+            target = str(node.target)
+            kind = "parameter"
+            value = named_params.get(target)
+            num_params = int(value.numel()) if isinstance(value, torch.Tensor) else 0
+            module_path = target.rsplit(".", 1)[0] if "." in target else ""
+            capturable = False
+        elif node.op == "placeholder":
+            target, kind, module_path = str(node.target), "input", ""
+            capturable = False
+        else:  # output
+            target, kind, module_path = "output", "output", ""
+            capturable = False
+        nodes.append(GraphNode(name=node.name, op=node.op, target=target, kind=kind,
+                               module_path=module_path, inputs=inputs, shape=shape, dtype=dtype,
+                               num_params=int(num_params), capturable=capturable))
+    return nodes
+
+
+def _hook_graph(model, args) -> list:
+    """Record leaf-module calls in execution order, linking them by the tensors they pass on.
+
+    An input tensor that no recorded call produced (it came from a functional operation) is linked
+    to the call that ran just before, so the chain stays connected.
+    """
+    import torch
+
+    producers: dict[int, str] = {}
+    nodes: list[GraphNode] = []
+    batch = int(args[0].shape[0]) if isinstance(args[0], torch.Tensor) and args[0].dim() else None
+    calls: dict[str, int] = {}
+    keep_alive: list = []  # tensors whose id() we hold must not be freed and reused
+    input_names = []
+    for i, a in enumerate(args):
+        if isinstance(a, torch.Tensor):
+            name = f"input_{i}" if len(args) > 1 else "x"
+            producers[id(a)] = name
+            keep_alive.append(a)
+            shape, dtype, _ = _describe_tensor(a)
+            nodes.append(GraphNode(name=name, op="placeholder", target=name, kind="input",
+                                   module_path="", shape=shape, dtype=dtype))
+            input_names.append(name)
+
+    def first_tensor(value):
+        if isinstance(value, torch.Tensor):
+            return value
+        if isinstance(value, (tuple, list)) and value:
+            return first_tensor(value[0])
+        if isinstance(value, dict) and value:
+            return first_tensor(next(iter(value.values())))
+        return None
+
+    def flat_tensors(value):
+        if isinstance(value, torch.Tensor):
+            yield value
+        elif isinstance(value, (tuple, list)):
+            for v in value:
+                yield from flat_tensors(v)
+        elif isinstance(value, dict):
+            for v in value.values():
+                yield from flat_tensors(v)
+
+    def make_hook(path, mod):
+        def hook(_module, inputs, output):
+            count = calls.get(path, 0)
+            calls[path] = count + 1
+            name = path.replace(".", "_") + (f"_{count}" if count else "")
+            srcs = [producers[id(t)] for t in flat_tensors(inputs) if id(t) in producers]
+            if not srcs and nodes:
+                srcs = [nodes[-1].name]
+            out = first_tensor(output)
+            shape, dtype, capturable = _describe_tensor(out, batch)
+            nodes.append(GraphNode(name=name, op="call_module", target=path, kind=type(mod).__name__,
+                                   module_path=path, inputs=list(dict.fromkeys(srcs)), shape=shape,
+                                   dtype=dtype, capturable=capturable,
+                                   num_params=int(sum(p.numel() for p in mod.parameters()))))
+            for t in flat_tensors(output):
+                producers[id(t)] = name
+                keep_alive.append(t)
+        return hook
+
+    handles = []
+    for path, mod in model.named_modules():
+        if path and not list(mod.children()):
+            handles.append(mod.register_forward_hook(make_hook(path, mod)))
+    try:
+        result = model(*args)
+    finally:
+        for h in handles:
+            h.remove()
+    out = first_tensor(result)
+    src = producers.get(id(out)) if out is not None else None
+    if src is None and nodes:
+        src = nodes[-1].name
+    shape, dtype, _ = _describe_tensor(out)
+    nodes.append(GraphNode(name="output", op="output", target="output", kind="output", module_path="",
+                           inputs=[src] if src else [], shape=shape, dtype=dtype))
+    return nodes

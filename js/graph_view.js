@@ -1,0 +1,373 @@
+// GraphView: the model's computation graph as a left-to-right DAG (dagre layout, SVG drawing).
+// Modules start collapsed to their top level; double-click (or the +/- badge) expands one.
+import dagre from "@dagrejs/dagre";
+import { applyTheme, themeColor } from "./common/theme.js";
+import { h, svg, makeTooltip, formatCount } from "./common/dom.js";
+
+const NODE_H = 30;
+const CHAR_W = 7;
+const HIDDEN_OPS = new Set(["get_attr"]);
+
+function shapeText(shape) {
+  return shape ? `[${shape.join(", ")}]` : "—";
+}
+
+/** Which box a node is drawn in: the shallowest collapsed module around it, or itself. */
+function displayKey(node, expanded) {
+  const path = node.module_path;
+  if (!path) return node.name;
+  const parts = path.split(".");
+  for (let i = 1; i <= parts.length; i++) {
+    const prefix = parts.slice(0, i).join(".");
+    if (!expanded.has(prefix)) return `module:${prefix}`;
+  }
+  return node.name;
+}
+
+/** The visible graph for a set of expanded modules: items, edges and cluster boxes. */
+export function visibleGraph(graph, expanded) {
+  const modules = new Map(graph.modules.map((m) => [m.path, m]));
+  const items = new Map();
+  const keyOf = new Map();
+  for (const node of graph.nodes) {
+    if (HIDDEN_OPS.has(node.op)) continue;
+    let key = displayKey(node, expanded);
+    if (key.startsWith("module:")) {
+      const path = key.slice(7);
+      const mod = modules.get(path);
+      // a collapsed leaf module with a single call is just that node
+      const single = node.op === "call_module" && node.target === path && (!mod || mod.children.length === 0);
+      if (!items.has(key)) {
+        items.set(key, { key, type: "module", path, module: mod, nodes: [], single });
+      }
+      const item = items.get(key);
+      item.nodes.push(node);
+      if (!single) item.single = false;
+    } else {
+      items.set(key, { key, type: "node", node, nodes: [node] });
+    }
+    keyOf.set(node.name, key);
+  }
+  for (const item of items.values()) {
+    if (item.type === "module" && item.single && item.nodes.length === 1) {
+      item.type = "node";
+      item.node = item.nodes[0];
+    } else if (item.type === "module") {
+      // a module box shows its output: the last node inside it
+      item.node = item.nodes[item.nodes.length - 1];
+    }
+    const parentPath = item.type === "module" ? parentOf(item.path) : clusterOf(item.node, expanded);
+    item.cluster = parentPath && expanded.has(parentPath) ? parentPath : null;
+  }
+  const edges = new Map();
+  for (const node of graph.nodes) {
+    const dst = keyOf.get(node.name);
+    if (!dst) continue;
+    for (const src of node.inputs) {
+      const s = keyOf.get(src);
+      if (s && s !== dst) edges.set(`${s}->${dst}`, [s, dst]);
+    }
+  }
+  const clusters = [...expanded].filter((p) => modules.has(p) && isVisibleCluster(p, expanded));
+  return { items, edges: [...edges.values()], clusters, modules };
+}
+
+function parentOf(path) {
+  const i = path.lastIndexOf(".");
+  return i < 0 ? "" : path.slice(0, i);
+}
+
+function clusterOf(node, expanded) {
+  // the innermost expanded module that contains the node (call_module nodes sit in their parent)
+  let path = node.op === "call_module" ? parentOf(node.module_path) : node.module_path;
+  while (path && !expanded.has(path)) path = parentOf(path);
+  return path || null;
+}
+
+function isVisibleCluster(path, expanded) {
+  let p = parentOf(path);
+  while (p) {
+    if (!expanded.has(p)) return false;
+    p = parentOf(p);
+  }
+  return true;
+}
+
+function itemLabel(item) {
+  if (item.type === "module") {
+    const last = item.path.split(".").pop();
+    return `${last}: ${item.module ? item.module.type : "module"}`;
+  }
+  const n = item.node;
+  if (n.op === "call_module") return `${n.target.split(".").pop()}: ${n.kind}`;
+  if (n.op === "placeholder") return `input ${n.name}`;
+  if (n.op === "output") return "output";
+  return n.kind;
+}
+
+function itemLayer(item) {
+  // what selected_layer becomes when the item is clicked
+  return item.type === "module" ? item.path : item.node.name;
+}
+
+function tooltipLines(item) {
+  const n = item.node;
+  if (item.type === "module") {
+    const m = item.module;
+    return [
+      `module ${item.path}`,
+      `type: ${m ? m.type : "?"}`,
+      `nodes inside: ${item.nodes.length}`,
+      `output shape: ${shapeText(n && n.shape)}`,
+      `parameters: ${m ? m.num_params.toLocaleString() : 0}`,
+      "double-click to expand",
+    ];
+  }
+  return [
+    n.name,
+    `op: ${n.op}  ${n.target}`,
+    `module: ${n.module_path || "(model)"}`,
+    `output shape: ${shapeText(n.shape)}${n.dtype ? " " + n.dtype : ""}`,
+    `parameters: ${n.num_params.toLocaleString()}`,
+  ];
+}
+
+function layout(vis) {
+  const g = new dagre.graphlib.Graph({ compound: true, multigraph: false });
+  g.setGraph({ rankdir: "LR", nodesep: 14, ranksep: 36, marginx: 12, marginy: 12 });
+  g.setDefaultEdgeLabel(() => ({}));
+  for (const path of vis.clusters) g.setNode(`cluster:${path}`, { label: path, paddingTop: 18 });
+  for (const path of vis.clusters) {
+    const parent = parentOf(path);
+    if (parent && vis.clusters.includes(parent)) g.setParent(`cluster:${path}`, `cluster:${parent}`);
+  }
+  for (const item of vis.items.values()) {
+    const label = itemLabel(item);
+    item.label = label;
+    g.setNode(item.key, { width: Math.max(60, label.length * CHAR_W + 20), height: NODE_H });
+    if (item.cluster) g.setParent(item.key, `cluster:${item.cluster}`);
+  }
+  for (const [s, d] of vis.edges) g.setEdge(s, d);
+  dagre.layout(g);
+  return g;
+}
+
+function render({ model, el }) {
+  applyTheme(el);
+  el.classList.add("activis-graph");
+  const toolbar = h("div", { className: "activis-toolbar" });
+  const btnFit = h("button", { text: "Fit", title: "Fit the graph to the view" });
+  const btnExpand = h("button", { text: "Expand all" });
+  const btnCollapse = h("button", { text: "Collapse all" });
+  const info = h("span", { className: "activis-graph-info", style: { color: "var(--av-fg-muted)" } });
+  toolbar.append(btnFit, btnExpand, btnCollapse, info);
+  const frame = h("div", {
+    className: "activis-graph-frame",
+    style: { position: "relative", overflow: "hidden", border: "1px solid var(--av-border-soft)", cursor: "grab" },
+  });
+  const root = svg("svg", { width: "100%", height: "100%", class: "activis-graph-svg" });
+  const viewport = svg("g", { class: "activis-viewport" });
+  const defs = svg("defs");
+  const marker = svg("marker", { id: `av-arrow-${model.cid}`, viewBox: "0 0 10 10", refX: "9", refY: "5", markerWidth: "6", markerHeight: "6", orient: "auto-start-reverse" });
+  marker.appendChild(svg("path", { d: "M 0 0 L 10 5 L 0 10 z", fill: "var(--av-fg-muted)" }));
+  defs.appendChild(marker);
+  root.append(defs, viewport);
+  frame.appendChild(root);
+  el.append(toolbar, frame);
+  const tooltip = makeTooltip(el);
+
+  let view = { x: 0, y: 0, k: 1 };
+  let bounds = { width: 1, height: 1 };
+  let vis = null;
+  const itemEls = new Map();
+
+  function applyView() {
+    viewport.setAttribute("transform", `translate(${view.x},${view.y}) scale(${view.k})`);
+  }
+
+  function fit() {
+    const w = frame.clientWidth || 800;
+    const hgt = frame.clientHeight || model.get("height");
+    const k = Math.min(1.5, w / bounds.width, hgt / bounds.height);
+    view = { k, x: (w - bounds.width * k) / 2, y: (hgt - bounds.height * k) / 2 };
+    applyView();
+  }
+
+  function expandedSet() {
+    return new Set(model.get("expanded"));
+  }
+
+  function toggleModule(path) {
+    const exp = expandedSet();
+    if (exp.has(path)) {
+      for (const p of [...exp]) if (p === path || p.startsWith(path + ".")) exp.delete(p);
+    } else {
+      exp.add(path);
+    }
+    model.set("expanded", [...exp]);
+    model.save_changes();
+  }
+
+  function select(layer) {
+    model.set("selected_layer", layer);
+    model.save_changes();
+  }
+
+  function draw() {
+    const graph = model.get("graph");
+    frame.style.height = `${model.get("height") - 34}px`;
+    viewport.replaceChildren();
+    itemEls.clear();
+    if (!graph || !graph.nodes) return;
+    const t0 = performance.now();
+    vis = visibleGraph(graph, expandedSet());
+    const g = layout(vis);
+    const layoutMs = performance.now() - t0;
+    const accent = "var(--av-accent)";
+
+    const clusterLayer = svg("g", { class: "activis-clusters" });
+    const edgeLayer = svg("g", { class: "activis-edges" });
+    const nodeLayer = svg("g", { class: "activis-nodes" });
+    viewport.append(clusterLayer, edgeLayer, nodeLayer);
+
+    for (const path of vis.clusters) {
+      const c = g.node(`cluster:${path}`);
+      if (!c) continue;
+      const grp = svg("g", { class: "activis-cluster", "data-key": `cluster:${path}` });
+      const rect = svg("rect", {
+        x: c.x - c.width / 2, y: c.y - c.height / 2, width: c.width, height: c.height, rx: 6,
+        fill: "var(--av-bg-alt)", "fill-opacity": "0.35", stroke: "var(--av-border)", "stroke-dasharray": "4 3",
+      });
+      const title = svg("text", { x: c.x - c.width / 2 + 6, y: c.y - c.height / 2 + 12, "font-size": "11", fill: "var(--av-fg-muted)" });
+      const mod = vis.modules.get(path);
+      title.textContent = `− ${path}${mod ? ": " + mod.type : ""}`;
+      title.style.cursor = "pointer";
+      title.addEventListener("click", (ev) => { ev.stopPropagation(); toggleModule(path); });
+      grp.append(rect, title);
+      clusterLayer.appendChild(grp);
+    }
+
+    for (const e of g.edges()) {
+      const pts = g.edge(e).points;
+      const d = pts.map((p, i) => `${i ? "L" : "M"}${p.x.toFixed(1)},${p.y.toFixed(1)}`).join(" ");
+      edgeLayer.appendChild(svg("path", {
+        d, fill: "none", stroke: "var(--av-fg-muted)", "stroke-width": "1.2", "marker-end": `url(#av-arrow-${model.cid})`,
+      }));
+    }
+
+    const captured = new Set(model.get("captured_layers"));
+    for (const item of vis.items.values()) {
+      const pos = g.node(item.key);
+      const grp = svg("g", {
+        class: "activis-node", "data-key": item.key, "data-type": item.type, "data-layer": itemLayer(item),
+        transform: `translate(${pos.x - pos.width / 2},${pos.y - pos.height / 2})`,
+      });
+      const isModule = item.type === "module";
+      const isCaptured = item.nodes.some((n) => captured.has(n.name)) || (isModule && captured.has(item.path));
+      if (isCaptured) grp.setAttribute("data-captured", "true");
+      const rect = svg("rect", {
+        width: pos.width, height: pos.height, rx: isModule ? 4 : 12,
+        fill: isModule ? "var(--av-bg-alt)" : "var(--av-node)",
+        stroke: "var(--av-border)", "stroke-width": isModule ? "1.5" : "1",
+      });
+      const text = svg("text", { x: pos.width / 2, y: pos.height / 2 + 4, "text-anchor": "middle", "font-size": "12", fill: "var(--av-fg)" });
+      text.textContent = item.label; // names from the model: text, never markup
+      grp.append(rect, text);
+      if (isModule) {
+        const badge = svg("text", { x: 4, y: 11, "font-size": "11", fill: "var(--av-fg-muted)", class: "activis-expand" });
+        badge.textContent = "+";
+        badge.addEventListener("click", (ev) => { ev.stopPropagation(); toggleModule(item.path); });
+        grp.appendChild(badge);
+      }
+      if (isCaptured) {
+        grp.appendChild(svg("circle", { cx: pos.width - 6, cy: 6, r: 3.5, fill: accent, class: "activis-captured-dot" }));
+      }
+      grp.style.cursor = "pointer";
+      grp.addEventListener("click", (ev) => { ev.stopPropagation(); select(itemLayer(item)); });
+      grp.addEventListener("dblclick", (ev) => {
+        ev.stopPropagation();
+        if (isModule) toggleModule(item.path);
+        else if (item.node.module_path && item.node.op !== "call_module") toggleModule(item.node.module_path);
+      });
+      grp.addEventListener("mousemove", (ev) => {
+        const box = el.getBoundingClientRect();
+        tooltip.show(tooltipLines(item), ev.clientX - box.left, ev.clientY - box.top);
+      });
+      grp.addEventListener("mouseleave", () => tooltip.hide());
+      nodeLayer.appendChild(grp);
+      itemEls.set(item.key, { grp, rect, item });
+    }
+    const gg = g.graph();
+    bounds = { width: gg.width || 1, height: gg.height || 1 };
+    highlight();
+    fit();
+    el.dataset.visibleNodes = String(vis.items.size);
+    el.dataset.visibleEdges = String(g.edges().length);
+    el.dataset.layoutMs = layoutMs.toFixed(1);
+    el.dataset.rendered = String(Number(el.dataset.rendered || 0) + 1);
+    info.textContent = `${vis.items.size} boxes · ${graph.nodes.length} nodes · layout ${layoutMs.toFixed(0)} ms` +
+      (graph.method === "hooks" ? " · recorded with hooks (not traceable)" : "");
+    model.set("layout_ms", layoutMs);
+    model.save_changes();
+  }
+
+  function highlight() {
+    const layer = model.get("selected_layer");
+    let found = false;
+    for (const { grp, rect, item } of itemEls.values()) {
+      const hit = layer !== "" && (itemLayer(item) === layer ||
+        item.nodes.some((n) => n.name === layer || (n.op === "call_module" && n.target === layer)));
+      rect.setAttribute("stroke", hit ? "var(--av-accent)" : "var(--av-border)");
+      rect.setAttribute("stroke-width", hit ? "3" : item.type === "module" ? "1.5" : "1");
+      if (hit) { grp.setAttribute("data-selected", "true"); found = true; } else grp.removeAttribute("data-selected");
+    }
+    el.dataset.selected = found ? layer : "";
+  }
+
+  // zoom and pan
+  let drag = null;
+  frame.addEventListener("wheel", (ev) => {
+    ev.preventDefault();
+    const box = frame.getBoundingClientRect();
+    const mx = ev.clientX - box.left, my = ev.clientY - box.top;
+    const factor = Math.exp(-ev.deltaY * 0.0015);
+    const k = Math.min(8, Math.max(0.05, view.k * factor));
+    view = { k, x: mx - ((mx - view.x) * k) / view.k, y: my - ((my - view.y) * k) / view.k };
+    applyView();
+  }, { passive: false });
+  frame.addEventListener("mousedown", (ev) => {
+    drag = { x: ev.clientX, y: ev.clientY, vx: view.x, vy: view.y };
+    frame.style.cursor = "grabbing";
+  });
+  const onMove = (ev) => {
+    if (!drag) return;
+    view = { ...view, x: drag.vx + ev.clientX - drag.x, y: drag.vy + ev.clientY - drag.y };
+    applyView();
+  };
+  const onUp = () => { drag = null; frame.style.cursor = "grab"; };
+  window.addEventListener("mousemove", onMove);
+  window.addEventListener("mouseup", onUp);
+
+  btnFit.addEventListener("click", fit);
+  btnExpand.addEventListener("click", () => {
+    const graph = model.get("graph");
+    model.set("expanded", graph.modules.filter((m) => m.path && m.children.length).map((m) => m.path));
+    model.save_changes();
+  });
+  btnCollapse.addEventListener("click", () => { model.set("expanded", []); model.save_changes(); });
+
+  model.on("change:graph", draw);
+  model.on("change:expanded", draw);
+  model.on("change:height", draw);
+  model.on("change:captured_layers", draw);
+  model.on("change:selected_layer", highlight);
+  draw();
+  // the first draw can happen before the element is attached (zero size): fit once it has one
+  requestAnimationFrame(fit);
+  return () => {
+    window.removeEventListener("mousemove", onMove);
+    window.removeEventListener("mouseup", onUp);
+  };
+}
+
+export default { render };

@@ -1,0 +1,85 @@
+"""Drive notebooks in the JupyterLab under test: write, open, run cells, read results."""
+
+import json
+import re
+import time
+
+import nbformat
+
+
+def write_notebook(path, sources):
+    nb = nbformat.v4.new_notebook()
+    # kernelspec in metadata => JupyterLab starts the kernel without a "select kernel" dialog
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3 (ipykernel)",
+                                 "language": "python"}
+    nb.cells = [nbformat.v4.new_code_cell(s) for s in sources]
+    nbformat.write(nb, str(path))
+
+
+KERNEL_IDLE_JS = """() => {
+  const app = window.jupyterapp; if (!app) return false;
+  const w = app.shell.currentWidget;
+  const k = w && w.sessionContext && w.sessionContext.session && w.sessionContext.session.kernel;
+  return !!k && k.connectionStatus === 'connected' && k.status === 'idle';
+}"""
+
+
+def open_notebook(page, lab, relpath):
+    """Open a notebook in a reset workspace; return (panel locator, seconds until kernel idle)."""
+    t0 = time.time()
+    # ?reset: start from an empty workspace, otherwise notebooks opened by earlier tests are
+    # restored as hidden panels and ".jp-NotebookPanel .jp-Cell" matches THEIR cells first.
+    page.goto(lab.url(f"lab/tree/{relpath}", "reset"))
+    page.wait_for_function(
+        "(p) => window.jupyterapp && window.jupyterapp.shell.currentWidget"
+        " && window.jupyterapp.shell.currentWidget.context"
+        " && window.jupyterapp.shell.currentWidget.context.path === p", arg=relpath)
+    panel_id = page.evaluate("() => window.jupyterapp.shell.currentWidget.id")
+    panel = page.locator(f"[id='{panel_id}']")
+    panel.wait_for(state="visible")
+    # NB: .jp-Notebook-ExecutionIndicator[data-status=idle] is ALREADY present while the
+    # status bar says "No Kernel | Initializing" -> not a kernel-ready signal on its own.
+    page.wait_for_function(KERNEL_IDLE_JS, timeout=90_000)
+    return panel, time.time() - t0
+
+
+def run_cell(panel, index, timeout=120_000):
+    """Select cell `index` (via its prompt), press Shift+Enter, wait for a NEW "[n]:" prompt.
+
+    A re-run cell already shows "[n]:", so waiting for any number would return at once with the
+    previous output still on screen; wait for a number different from the one before.
+    """
+    cell = panel.locator(".jp-Notebook .jp-Cell").nth(index)
+    prompt = cell.locator(".jp-InputPrompt")
+    old = re.search(r"\[(\d+)\]", prompt.inner_text())
+    prompt.click()
+    panel.page.keyboard.press("Shift+Enter")
+    # prompt goes "[ ]:"/"[k]:" -> "[*]:" -> "[n]:"
+    pat = rf"\[(?!{old.group(1)}\])\d+\]" if old else r"\[\d+\]"
+    prompt.filter(has_text=re.compile(pat)).wait_for(timeout=timeout)
+    return cell
+
+
+def read_result(cell, timeout=60_000):
+    """Parse the JSON a check cell printed after ``RESULT``."""
+    out = cell.locator(".jp-OutputArea-output").filter(has_text="RESULT")
+    out.wait_for(timeout=timeout)
+    return json.loads(out.inner_text().split("RESULT", 1)[1])
+
+
+def python_result(panel, index, condition=lambda r: True, tries=15, pause=0.4):
+    """Re-run check cell ``index`` until ``condition(result)`` holds (browser -> kernel is async)."""
+    result = None
+    for _ in range(tries):
+        result = read_result(run_cell(panel, index))
+        if condition(result):
+            return result
+        time.sleep(pause)
+    return result
+
+
+def open_cells(page, lab, name, sources):
+    """Write a notebook of ``sources`` into the lab's root and open it; returns the panel."""
+    write_notebook(lab.root_dir / name, sources)
+    panel, _ = open_notebook(page, lab, name)
+    return panel
