@@ -12,12 +12,12 @@ function shapeText(shape) {
   return shape ? `[${shape.join(", ")}]` : "—";
 }
 
-/** Which box a node is drawn in: the shallowest collapsed module around it, or itself. */
+/** Which box a node is drawn in: the shallowest collapsed module around it, or itself.
+ * A module call is a node of its own once its parent is expanded (a module called twice is two nodes). */
 function displayKey(node, expanded) {
-  const path = node.module_path;
-  if (!path) return node.name;
-  const parts = path.split(".");
-  for (let i = 1; i <= parts.length; i++) {
+  const parts = node.module_path ? node.module_path.split(".") : [];
+  const depth = node.op === "call_module" ? parts.length - 1 : parts.length;
+  for (let i = 1; i <= depth; i++) {
     const prefix = parts.slice(0, i).join(".");
     if (!expanded.has(prefix)) return `module:${prefix}`;
   }
@@ -31,31 +31,19 @@ export function visibleGraph(graph, expanded) {
   const keyOf = new Map();
   for (const node of graph.nodes) {
     if (HIDDEN_OPS.has(node.op)) continue;
-    let key = displayKey(node, expanded);
+    const key = displayKey(node, expanded);
     if (key.startsWith("module:")) {
       const path = key.slice(7);
-      const mod = modules.get(path);
-      // a collapsed leaf module with a single call is just that node
-      const single = node.op === "call_module" && node.target === path && (!mod || mod.children.length === 0);
-      if (!items.has(key)) {
-        items.set(key, { key, type: "module", path, module: mod, nodes: [], single });
-      }
-      const item = items.get(key);
-      item.nodes.push(node);
-      if (!single) item.single = false;
+      if (!items.has(key)) items.set(key, { key, type: "module", path, module: modules.get(path), nodes: [] });
+      items.get(key).nodes.push(node);
     } else {
       items.set(key, { key, type: "node", node, nodes: [node] });
     }
     keyOf.set(node.name, key);
   }
   for (const item of items.values()) {
-    if (item.type === "module" && item.single && item.nodes.length === 1) {
-      item.type = "node";
-      item.node = item.nodes[0];
-    } else if (item.type === "module") {
-      // a module box shows its output: the last node inside it
-      item.node = item.nodes[item.nodes.length - 1];
-    }
+    // a module box shows its output: the last node inside it
+    if (item.type === "module") item.node = item.nodes[item.nodes.length - 1];
     const parentPath = item.type === "module" ? parentOf(item.path) : clusterOf(item.node, expanded);
     item.cluster = parentPath && expanded.has(parentPath) ? parentPath : null;
   }
@@ -132,24 +120,55 @@ function tooltipLines(item) {
   ];
 }
 
+// Dagre's compound (cluster) layout costs about 3x its flat layout; past this many boxes the
+// flat layout is used and clusters are drawn as the bounding boxes of their members.
+const COMPOUND_LIMIT = 150;
+const CLUSTER_PAD = 10;
+
+/** Lay out the visible graph; returns {g, clusterBoxes: Map(path -> {x, y, width, height})}. */
 function layout(vis) {
-  const g = new dagre.graphlib.Graph({ compound: true, multigraph: false });
+  const compound = vis.items.size <= COMPOUND_LIMIT;
+  const g = new dagre.graphlib.Graph({ compound, multigraph: false });
   g.setGraph({ rankdir: "LR", nodesep: 14, ranksep: 36, marginx: 12, marginy: 12 });
   g.setDefaultEdgeLabel(() => ({}));
-  for (const path of vis.clusters) g.setNode(`cluster:${path}`, { label: path, paddingTop: 18 });
-  for (const path of vis.clusters) {
-    const parent = parentOf(path);
-    if (parent && vis.clusters.includes(parent)) g.setParent(`cluster:${path}`, `cluster:${parent}`);
+  if (compound) {
+    for (const path of vis.clusters) g.setNode(`cluster:${path}`, { label: path, paddingTop: 18 });
+    for (const path of vis.clusters) {
+      const parent = parentOf(path);
+      if (parent && vis.clusters.includes(parent)) g.setParent(`cluster:${path}`, `cluster:${parent}`);
+    }
   }
   for (const item of vis.items.values()) {
-    const label = itemLabel(item);
-    item.label = label;
-    g.setNode(item.key, { width: Math.max(60, label.length * CHAR_W + 20), height: NODE_H });
-    if (item.cluster) g.setParent(item.key, `cluster:${item.cluster}`);
+    item.label = itemLabel(item);
+    g.setNode(item.key, { width: Math.max(60, item.label.length * CHAR_W + 20), height: NODE_H });
+    if (compound && item.cluster) g.setParent(item.key, `cluster:${item.cluster}`);
   }
   for (const [s, d] of vis.edges) g.setEdge(s, d);
   dagre.layout(g);
-  return g;
+  const clusterBoxes = new Map();
+  if (compound) {
+    for (const path of vis.clusters) {
+      const c = g.node(`cluster:${path}`);
+      if (c) clusterBoxes.set(path, { x: c.x - c.width / 2, y: c.y - c.height / 2, width: c.width, height: c.height });
+    }
+    return { g, clusterBoxes };
+  }
+  const extents = new Map();
+  for (const item of vis.items.values()) {
+    const n = g.node(item.key);
+    for (let path = item.cluster; path; path = parentOf(path)) {
+      const depth = item.cluster.split(".").length - path.split(".").length + 1;
+      const pad = CLUSTER_PAD * depth;
+      const e = extents.get(path) || { x0: Infinity, y0: Infinity, x1: -Infinity, y1: -Infinity };
+      e.x0 = Math.min(e.x0, n.x - n.width / 2 - pad);
+      e.y0 = Math.min(e.y0, n.y - n.height / 2 - pad - 8);
+      e.x1 = Math.max(e.x1, n.x + n.width / 2 + pad);
+      e.y1 = Math.max(e.y1, n.y + n.height / 2 + pad);
+      extents.set(path, e);
+    }
+  }
+  for (const [path, e] of extents) clusterBoxes.set(path, { x: e.x0, y: e.y0, width: e.x1 - e.x0, height: e.y1 - e.y0 });
+  return { g, clusterBoxes };
 }
 
 function render({ model, el }) {
@@ -208,7 +227,10 @@ function render({ model, el }) {
     model.save_changes();
   }
 
+  let selectedHere = false; // a click in this view must not pan it; a selection from Python does
+
   function select(layer) {
+    selectedHere = true;
     model.set("selected_layer", layer);
     model.save_changes();
   }
@@ -221,7 +243,7 @@ function render({ model, el }) {
     if (!graph || !graph.nodes) return;
     const t0 = performance.now();
     vis = visibleGraph(graph, expandedSet());
-    const g = layout(vis);
+    const { g, clusterBoxes } = layout(vis);
     const layoutMs = performance.now() - t0;
     const accent = "var(--av-accent)";
 
@@ -231,14 +253,14 @@ function render({ model, el }) {
     viewport.append(clusterLayer, edgeLayer, nodeLayer);
 
     for (const path of vis.clusters) {
-      const c = g.node(`cluster:${path}`);
+      const c = clusterBoxes.get(path);
       if (!c) continue;
       const grp = svg("g", { class: "activis-cluster", "data-key": `cluster:${path}` });
       const rect = svg("rect", {
-        x: c.x - c.width / 2, y: c.y - c.height / 2, width: c.width, height: c.height, rx: 6,
+        x: c.x, y: c.y, width: c.width, height: c.height, rx: 6,
         fill: "var(--av-bg-alt)", "fill-opacity": "0.35", stroke: "var(--av-border)", "stroke-dasharray": "4 3",
       });
-      const title = svg("text", { x: c.x - c.width / 2 + 6, y: c.y - c.height / 2 + 12, "font-size": "11", fill: "var(--av-fg-muted)" });
+      const title = svg("text", { x: c.x + 6, y: c.y + 12, "font-size": "11", fill: "var(--av-fg-muted)" });
       const mod = vis.modules.get(path);
       title.textContent = `− ${path}${mod ? ": " + mod.type : ""}`;
       title.style.cursor = "pointer";
@@ -295,7 +317,7 @@ function render({ model, el }) {
       });
       grp.addEventListener("mouseleave", () => tooltip.hide());
       nodeLayer.appendChild(grp);
-      itemEls.set(item.key, { grp, rect, item });
+      itemEls.set(item.key, { grp, rect, item, pos });
     }
     const gg = g.graph();
     bounds = { width: gg.width || 1, height: gg.height || 1 };
@@ -311,17 +333,34 @@ function render({ model, el }) {
     model.save_changes();
   }
 
+  /** Centre the view on a box, zooming in to a readable scale if needed. */
+  function focusOn(pos) {
+    const w = frame.clientWidth || 800;
+    const hgt = frame.clientHeight || model.get("height");
+    const k = Math.max(view.k, 1);
+    view = { k, x: w / 2 - pos.x * k, y: hgt / 2 - pos.y * k };
+    applyView();
+  }
+
+  function onSelectedChange() {
+    const hit = highlight();
+    if (hit && !selectedHere) focusOn(hit.pos);
+    selectedHere = false;
+  }
+
   function highlight() {
     const layer = model.get("selected_layer");
-    let found = false;
-    for (const { grp, rect, item } of itemEls.values()) {
+    let found = null;
+    for (const entry of itemEls.values()) {
+      const { grp, rect, item } = entry;
       const hit = layer !== "" && (itemLayer(item) === layer ||
         item.nodes.some((n) => n.name === layer || (n.op === "call_module" && n.target === layer)));
       rect.setAttribute("stroke", hit ? "var(--av-accent)" : "var(--av-border)");
       rect.setAttribute("stroke-width", hit ? "3" : item.type === "module" ? "1.5" : "1");
-      if (hit) { grp.setAttribute("data-selected", "true"); found = true; } else grp.removeAttribute("data-selected");
+      if (hit) { grp.setAttribute("data-selected", "true"); found = entry; } else grp.removeAttribute("data-selected");
     }
     el.dataset.selected = found ? layer : "";
+    return found;
   }
 
   // zoom and pan
@@ -360,7 +399,7 @@ function render({ model, el }) {
   model.on("change:expanded", draw);
   model.on("change:height", draw);
   model.on("change:captured_layers", draw);
-  model.on("change:selected_layer", highlight);
+  model.on("change:selected_layer", onSelectedChange);
   draw();
   // the first draw can happen before the element is attached (zero size): fit once it has one
   requestAnimationFrame(fit);
