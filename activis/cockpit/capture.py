@@ -1,0 +1,244 @@
+"""Taps on a model: the layer inputs and output gradients the backward pass computes anyway.
+
+For a Linear or Conv layer the per-sample gradient of the loss l_i is built from the layer's input
+a_i and the gradient δ_i of l_i with respect to the layer's output; autograd hands us δ_i / B
+for the mean loss. Forward hooks keep a reference to each call's input and register a tensor hook
+on its output (before any in-place op can touch it); the tensor hook keeps the output gradient
+while a tracked backward runs. Parameters outside such layers get their per-sample gradients from
+``torch.func.vmap(grad(...))`` over a per-sample re-run of the model (`fallback_grads`).
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .persample import Dense, Outer
+
+
+class Unavailable(RuntimeError):
+    """A quantity cannot be computed for this model or step; the message says why."""
+
+
+_TAPPED = (nn.Linear, nn.Conv1d, nn.Conv2d)
+
+
+@dataclass
+class Call:
+    """One call of a tapped layer: its input, output and (after backward) output gradient."""
+
+    input: torch.Tensor
+    output: torch.Tensor
+    version: int  # the output's version counter when recorded: a later in-place op changes it
+    grad: torch.Tensor | None = None
+
+
+@dataclass
+class Layer:
+    module: nn.Module
+    name: str
+    calls: list[Call] = field(default_factory=list)
+
+
+def _conv_geometry(module: nn.Module):
+    """unfold() arguments of a Conv1d/Conv2d as 2D tuples, or None when unfold cannot express it."""
+    if module.padding_mode != "zeros":
+        return None
+    k, s, d = module.kernel_size, module.stride, module.dilation
+    if module.padding == "valid":
+        p = (0,) * len(k)
+    elif module.padding == "same":
+        total = [di * (ki - 1) for di, ki in zip(d, k)]
+        if any(t % 2 for t in total):
+            return None
+        p = tuple(t // 2 for t in total)
+    else:
+        p = module.padding
+    if isinstance(module, nn.Conv1d):
+        return (1, k[0]), (1, s[0]), (0, p[0]), (1, d[0])
+    return tuple(k), tuple(s), tuple(p), tuple(d)
+
+
+def _tappable(module: nn.Module) -> bool:
+    if not isinstance(module, _TAPPED) or not any(p.requires_grad for p in module.parameters(False)):
+        return False
+    return isinstance(module, nn.Linear) or _conv_geometry(module) is not None
+
+
+def layer_grads(module: nn.Module, a: torch.Tensor, g: torch.Tensor) -> dict[str, torch.Tensor]:
+    """Per-sample gradients of one call, materialised: ``{"weight": (*lead, B, *shape), "bias": ...}``.
+
+    ``a`` is the call's input (B, ...); ``g`` an output gradient with any leading dimensions before
+    the batch (the GGN diagonal passes one per output column).
+    """
+    lead = g.shape[: g.dim() - a.dim()]
+    B = a.shape[0]
+    out = {}
+    if isinstance(module, nn.Linear):
+        a3 = a.reshape(B, -1, a.shape[-1])
+        g3 = g.reshape(*lead, B, -1, g.shape[-1])
+        out["weight"] = torch.einsum("...bto,bti->...boi", g3, a3)
+        bias = g3.sum(-2)
+    else:
+        kernel, stride, padding, dilation = _conv_geometry(module)
+        if isinstance(module, nn.Conv1d):
+            a, g = a.unsqueeze(2), g.unsqueeze(-2)
+        cols = F.unfold(a, kernel, dilation=dilation, padding=padding, stride=stride)  # (B, K, P)
+        groups = module.groups
+        cols = cols.reshape(B, groups, -1, cols.shape[-1])
+        gg = g.reshape(*lead, B, groups, -1, cols.shape[-1])
+        w = torch.einsum("...bgop,bgkp->...bgok", gg, cols)
+        out["weight"] = w.reshape(*lead, B, *module.weight.shape)
+        bias = gg.sum(-1).reshape(*lead, B, -1)
+    if module.bias is not None:
+        out["bias"] = bias
+    return out
+
+
+class Taps:
+    """Hooks on a model that keep, per forward, what the instruments need from the backward pass."""
+
+    def __init__(self, model: nn.Module):
+        self.model = model
+        self.layers: list[Layer] = []
+        self.owner: dict[int, tuple[Layer, str]] = {}  # id(param) -> (layer, "weight" | "bias")
+        self.args: tuple = ()
+        self.kwargs: dict = {}
+        self.output = None
+        self.output_grad: torch.Tensor | None = None
+        self.armed = False  # keep output gradients (a tracked backward is running)
+        self.recording = True  # off while the fallback re-runs the model per sample
+        self._handles = [
+            model.register_forward_pre_hook(self._on_model_input, with_kwargs=True),
+            model.register_forward_hook(self._on_model_output),
+        ]
+        for name, module in model.named_modules():
+            if _tappable(module):
+                layer = Layer(module, name)
+                self.layers.append(layer)
+                for kind in ("weight", "bias"):
+                    p = getattr(module, kind, None)
+                    if isinstance(p, nn.Parameter) and p.requires_grad:
+                        self.owner[id(p)] = (layer, kind)
+                self._handles.append(module.register_forward_hook(functools.partial(self._on_call, layer)))
+
+    def remove(self) -> None:
+        for h in self._handles:
+            h.remove()
+        self._handles = []
+        self.clear()
+
+    def clear(self) -> None:
+        for layer in self.layers:
+            layer.calls = []
+        self.args, self.kwargs, self.output, self.output_grad = (), {}, None, None
+
+    def _active(self) -> bool:
+        return self.recording and torch.is_grad_enabled()
+
+    def _on_model_input(self, _module, args, kwargs):
+        if self._active():
+            self.clear()
+            self.args, self.kwargs = args, kwargs
+
+    def _on_model_output(self, _module, _args, out):
+        if self._active() and isinstance(out, torch.Tensor) and out.requires_grad:
+            self.output = out
+            out.register_hook(self._keep_output_grad)
+
+    def _keep_output_grad(self, grad):
+        if self.armed:
+            self.output_grad = grad.detach()
+
+    def _on_call(self, layer: Layer, _module, inputs, output):
+        if not self._active() or not isinstance(output, torch.Tensor) or not output.requires_grad:
+            return
+        call = Call(inputs[0].detach(), output, output._version)
+        layer.calls.append(call)
+        output.register_hook(functools.partial(self._keep_grad, call))
+
+    def _keep_grad(self, call: Call, grad):
+        if self.armed:
+            call.grad = grad.detach() if call.grad is None else call.grad + grad.detach()
+
+    # ------------------------------------------------------------ per-sample gradients
+    def per_sample(self, params: list[torch.Tensor], batch_size: int) -> list[Outer | Dense | None]:
+        """Per-sample gradients of the mean loss's samples for every tapped parameter (None elsewhere)."""
+        result: list[Outer | Dense | None] = [None] * len(params)
+        cache: dict[int, dict] = {}
+        for index, p in enumerate(params):
+            if id(p) not in self.owner:
+                continue
+            layer, kind = self.owner[id(p)]
+            calls = layer.calls
+            if not calls or any(c.grad is None for c in calls):
+                raise Unavailable(f"layer {layer.name!r} saw no gradient in this backward pass; "
+                                  "was the loss computed from this forward pass?")
+            if any(c.input.shape[0] != batch_size for c in calls):
+                raise Unavailable(f"layer {layer.name!r} received {calls[0].input.shape[0]} rows, "
+                                  f"not the batch size {batch_size}")
+            single = len(calls) == 1 and calls[0].input.dim() == 2 and isinstance(layer.module, nn.Linear)
+            if single and kind == "weight":
+                result[index] = Outer(calls[0].grad * batch_size, calls[0].input)
+                continue
+            if single:  # the bias of a Linear layer: its per-sample gradients are the output gradients
+                result[index] = Dense(calls[0].grad * batch_size)
+                continue
+            if id(layer) not in cache:
+                parts = [layer_grads(layer.module, c.input, c.grad) for c in calls]
+                cache[id(layer)] = {k: sum(part[k] for part in parts) * batch_size for k in parts[0]}
+            result[index] = Dense(cache[id(layer)][kind])
+        return result
+
+
+def ggn_layer_diagonal(module: nn.Module, a: torch.Tensor, deltas: torch.Tensor,
+                       signs: torch.Tensor) -> dict[str, torch.Tensor]:
+    """sum over output columns c and samples i of sign_ic * (per-sample gradient for column c)**2.
+
+    ``deltas`` (C, B, *out) are the loss Hessian's square-root columns backpropagated to this
+    layer's output; ``signs`` (C, B) the signs of the loss Hessian's eigenvalues.
+    """
+    if isinstance(module, nn.Linear) and a.dim() == 2:
+        weighted = (deltas.square() * signs[:, :, None]).sum(0)  # (B, out)
+        out = {"weight": weighted.T @ a.square()}
+        if module.bias is not None:
+            out["bias"] = weighted.sum(0)
+        return out
+    out = {}
+    for c in range(deltas.shape[0]):  # one column at a time bounds the memory to one batch of gradients
+        grads = layer_grads(module, a, deltas[c])
+        for kind, g in grads.items():
+            w = signs[c].reshape(-1, *([1] * (g.dim() - 1)))
+            term = (g.square() * w).sum(0)
+            out[kind] = term if kind not in out else out[kind] + term
+    return out
+
+
+def fallback_grads(model: nn.Module, names: list[str], args: tuple, output_grad: torch.Tensor,
+                   chunk_size: int) -> dict[str, torch.Tensor]:
+    """Per-sample gradients of the named parameters with ``torch.func.vmap(grad(...))``.
+
+    Each sample's gradient is that of ``output_gradient_i · model(x_i)``: with the loss's output
+    gradient held fixed this is exactly the gradient of l_i, and no loss function is needed.
+    """
+    from torch.func import functional_call, grad, vmap
+
+    batch = output_grad.shape[0]
+    params = {n: p.detach() for n, p in model.named_parameters()}
+    buffers = dict(model.named_buffers())
+    wanted = {n: params[n] for n in names}
+    in_dims = tuple(0 if isinstance(x, torch.Tensor) and x.dim() > 0 and x.shape[0] == batch else None
+                    for x in args)
+
+    def sample_objective(trainable, sample_args, go):
+        inputs = tuple(x.unsqueeze(0) if d == 0 else x for x, d in zip(sample_args, in_dims))
+        out = functional_call(model, ({**params, **trainable}, buffers), inputs)
+        return (out.squeeze(0) * go).sum()
+
+    per_sample = vmap(grad(sample_objective), in_dims=(None, in_dims, 0), chunk_size=chunk_size)
+    return per_sample(wanted, tuple(x.detach() if isinstance(x, torch.Tensor) else x for x in args),
+                      output_grad)

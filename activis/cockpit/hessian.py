@@ -1,0 +1,273 @@
+"""Curvature of the mean batch loss: Hessian-vector products, the top eigenvalue, the diagonal.
+
+* `HessianOperator`: products with the Hessian through the gradient's graph (double backward), the
+  graph the user keeps with ``loss.backward(create_graph=True)``.
+* `power_iteration` is the reference's; `lanczos` (``scipy.sparse.linalg.eigsh``, which='LA')
+  is the accurate option: power iteration finds the eigenvalue of largest magnitude and stops on
+  a loose criterion, so it can sit several percent below lambda_max.
+* The Hessian diagonal, exactly where it can be had: the Gauss-Newton diagonal for networks that
+  are piecewise linear in every parameter (there the two diagonals are equal), the full Hessian
+  one column at a time for small models; otherwise a Hutchinson estimate, labelled as such.
+"""
+
+from __future__ import annotations
+
+import operator
+import warnings
+
+import numpy as np
+import torch
+from torch import nn
+
+from .capture import Taps, Unavailable, fallback_grads, layer_grads
+
+
+class HessianOperator:
+    """Products with the Hessian of the mean batch loss w.r.t. the tracked parameters."""
+
+    def __init__(self, params: list[torch.Tensor], grads: list[torch.Tensor]):
+        if not all(g is not None and g.requires_grad for g in grads):
+            raise Unavailable("the gradient carries no graph: call "
+                              "loss.backward(create_graph=cockpit.create_graph(step)) in a tracked step")
+        self.params, self.grads = params, grads
+        self.dim = sum(p.numel() for p in params)
+        self.products = 0
+
+    def matvec(self, vecs: list[torch.Tensor]) -> list[torch.Tensor]:
+        self.products += 1
+        return list(torch.autograd.grad(self.grads, self.params, vecs, retain_graph=True))
+
+    def matmat(self, mats: list[torch.Tensor]) -> list[torch.Tensor]:
+        """Products with k vectors at once: ``mats[p]`` has shape (k, *param.shape)."""
+        self.products += mats[0].shape[0]
+        return list(torch.autograd.grad(self.grads, self.params, mats, retain_graph=True,
+                                        is_grads_batched=True))
+
+
+def _dot(a: list[torch.Tensor], b: list[torch.Tensor]) -> torch.Tensor:
+    return sum((x * y).sum() for x, y in zip(a, b))
+
+
+def _normalise(vecs: list[torch.Tensor]) -> list[torch.Tensor]:
+    norm = _dot(vecs, vecs).sqrt()
+    return [v / norm for v in vecs]
+
+
+def power_iteration(op: HessianOperator, start: list[torch.Tensor] | None = None, *, maxiter: int = 100,
+                    rtol: float = 1e-3, atol: float = 1e-6,
+                    generator: torch.Generator | None = None) -> tuple[float, list[torch.Tensor]]:
+    """The reference's power iteration: start uniform in [0, 1), stop when lambdas agree.
+
+    Returns (eigenvalue, eigenvector). ``start`` replaces the random start (a warm start from the
+    previous step's eigenvector usually converges in a few products).
+    """
+    if start is None:
+        start = [torch.rand(p.shape, generator=generator, dtype=p.dtype).to(p.device) for p in op.params]
+    vecs = _normalise(start)
+    eigval = torch.tensor(float("inf"), dtype=op.params[0].dtype, device=op.params[0].device)
+    for _ in range(maxiter):
+        new = op.matvec(vecs)
+        new_eigval = _dot(vecs, new)
+        vecs = _normalise(new)
+        if torch.allclose(eigval, new_eigval, rtol=rtol, atol=atol):
+            return float(new_eigval), vecs
+        eigval = new_eigval
+    warnings.warn(f"HessMaxEV: power iteration did not converge in {maxiter} iterations", stacklevel=3)
+    return float(eigval), vecs
+
+
+def lanczos(op: HessianOperator, start: list[torch.Tensor] | None = None,
+            tol: float = 0.0) -> tuple[float, list[torch.Tensor]]:
+    """lambda_max (largest algebraic eigenvalue) with ARPACK's Lanczos method."""
+    from scipy.sparse.linalg import LinearOperator, eigsh
+
+    params = op.params
+    shapes = [p.shape for p in params]
+    sizes = [p.numel() for p in params]
+
+    def split(x: np.ndarray) -> list[torch.Tensor]:
+        t = torch.from_numpy(np.ascontiguousarray(x)).to(params[0])
+        return [c.reshape(s) for c, s in zip(t.split(sizes), shapes)]
+
+    def matvec(x):
+        return torch.cat([h.reshape(-1) for h in op.matvec(split(np.ravel(x)))]).double().cpu().numpy()
+
+    v0 = None if start is None else torch.cat([s.reshape(-1) for s in start]).double().cpu().numpy()
+    linop = LinearOperator((op.dim, op.dim), matvec=matvec, dtype=np.float64)
+    values, vectors = eigsh(linop, k=1, which="LA", v0=v0, tol=tol)
+    return float(values[0]), split(vectors[:, 0])
+
+
+def full_diagonal(op: HessianOperator, chunk: int = 256) -> list[torch.Tensor]:
+    """The exact Hessian diagonal from Hessian columns, ``chunk`` unit vectors at a time."""
+    params = op.params
+    sizes = [p.numel() for p in params]
+    diag = torch.empty(op.dim, dtype=params[0].dtype, device=params[0].device)
+    for start in range(0, op.dim, chunk):
+        idx = torch.arange(start, min(start + chunk, op.dim), device=diag.device)
+        basis = torch.zeros(idx.numel(), op.dim, dtype=diag.dtype, device=diag.device)
+        basis[torch.arange(idx.numel()), idx] = 1.0
+        mats = [b.reshape(idx.numel(), *p.shape) for b, p in zip(basis.split(sizes, 1), params)]
+        cols = torch.cat([c.reshape(idx.numel(), -1) for c in op.matmat(mats)], 1)
+        diag[idx] = cols[torch.arange(idx.numel()), idx]
+    return [d.reshape(p.shape) for d, p in zip(diag.split(sizes), params)]
+
+
+def hutchinson_diagonal(op: HessianOperator, samples: int,
+                        generator: torch.Generator | None = None) -> list[torch.Tensor]:
+    """Unbiased estimate of the Hessian diagonal: mean of z * Hz over Rademacher vectors z."""
+    mats = [(torch.randint(0, 2, (samples, *p.shape), generator=generator) * 2 - 1).to(p) for p in op.params]
+    return [(z * hz).mean(0) for z, hz in zip(mats, op.matmat(mats))]
+
+
+# ---------------------------------------------------------------- Gauss-Newton diagonal
+def _loss_hessian_roots(losses: torch.Tensor, output: torch.Tensor):
+    """Square-root columns and eigenvalue signs of every sample's loss Hessian w.r.t. its output.
+
+    Returns (roots (K, B, *out), signs (K, B)) with H_i = sum_k sign_ki root_ki root_kiᵀ; columns
+    whose eigenvalue is zero for every sample are dropped (cross-entropy has one).
+    """
+    if not losses.requires_grad:
+        raise Unavailable("individual_losses carry no graph to the model output")
+    B = output.shape[0]
+    try:
+        (first,) = torch.autograd.grad(losses.sum(), output, create_graph=True)
+    except RuntimeError as e:
+        raise Unavailable(f"individual_losses are not differentiable w.r.t. the model output ({e})") from e
+    C = first[0].numel()
+    basis = torch.eye(C, dtype=output.dtype, device=output.device)
+    seeds = basis[:, None, :].expand(C, B, C).reshape(C, *output.shape)
+    if first.grad_fn is None:  # a loss linear in the output has zero curvature
+        rows = torch.zeros_like(seeds)
+    else:
+        (rows,) = torch.autograd.grad(first, output, seeds, retain_graph=True, is_grads_batched=True,
+                                      allow_unused=True, materialize_grads=True)
+    hess = rows.reshape(C, B, C).permute(1, 0, 2)
+    hess = (hess + hess.transpose(1, 2)) / 2
+    values, vectors = torch.linalg.eigh(hess)  # (B, C), (B, C, C)
+    keep = values.abs().amax(0) > 0
+    roots = (vectors * values.abs().sqrt()[:, None, :])[:, :, keep]  # (B, C, K)
+    return roots.permute(2, 0, 1).reshape(-1, *output.shape), values.sign()[:, keep].T
+
+
+def ggn_diagonal(taps: Taps, params: list[torch.Tensor], names: list[str], losses: torch.Tensor,
+                 chunk_size: int) -> list[torch.Tensor]:
+    """Exact diagonal of the generalised Gauss-Newton matrix of the mean loss.
+
+    Runs before the user's backward, while the forward graph is intact: the loss Hessian's
+    square-root columns are backpropagated (all columns in one vmapped backward) to every tapped
+    layer output, and the per-sample squared gradients are summed with closed forms.
+    """
+    output = taps.output
+    if output is None:
+        raise Unavailable("the model output is not a single tensor with a graph")
+    B = output.shape[0]
+    roots, signs = _loss_hessian_roots(losses, output)
+    calls = [(layer, call) for layer in taps.layers for call in layer.calls]
+    for layer, call in calls:
+        if call.output._version != call.version:
+            raise Unavailable(f"the output of layer {layer.name!r} is modified in place (an inplace "
+                              "activation?); the Gauss-Newton diagonal needs it intact")
+    deltas = torch.autograd.grad(output, [c.output for _, c in calls], roots, retain_graph=True,
+                                 is_grads_batched=True, allow_unused=True, materialize_grads=True)
+    per_layer: dict[int, dict[str, torch.Tensor]] = {}
+    for layer in taps.layers:
+        mine = [(c, d) for (lay, c), d in zip(calls, deltas) if lay is layer]
+        if mine:
+            per_layer[id(layer)] = _layer_ggn(layer.module, mine, signs)
+    diag: list[torch.Tensor | None] = [None] * len(params)
+    rest = []
+    for i, p in enumerate(params):
+        if id(p) in taps.owner:
+            layer, kind = taps.owner[id(p)]
+            diag[i] = per_layer[id(layer)][kind] / B if id(layer) in per_layer else torch.zeros_like(p)
+        else:
+            rest.append(i)
+    if rest:
+        wanted = [names[i] for i in rest]
+        total = {n: 0.0 for n in wanted}
+        taps.recording = False
+        try:
+            for k in range(roots.shape[0]):
+                grads = fallback_grads(taps.model, wanted, taps.args, roots[k].detach(), chunk_size)
+                for n in wanted:
+                    w = signs[k].reshape(-1, *([1] * (grads[n].dim() - 1)))
+                    total[n] = total[n] + (grads[n].square() * w).sum(0)
+        finally:
+            taps.recording = True
+        for i, n in zip(rest, wanted):
+            diag[i] = total[n] / B
+    return [d.detach() for d in diag]
+
+
+def _layer_ggn(module: nn.Module, calls, signs: torch.Tensor) -> dict[str, torch.Tensor]:
+    """sum_{c,i} sign_ci (per-sample gradient for column c)**2 for one layer, summed over its calls."""
+    if len(calls) == 1 and isinstance(module, nn.Linear) and calls[0][0].input.dim() == 2:
+        call, deltas = calls[0]
+        weighted = (deltas.square() * signs[:, :, None]).sum(0)  # (B, out)
+        out = {"weight": weighted.T @ call.input.square()}
+        if module.bias is not None:
+            out["bias"] = weighted.sum(0)
+        return out
+    out: dict[str, torch.Tensor] = {}
+    for c in range(signs.shape[0]):  # one column at a time: memory of one batch of per-sample gradients
+        parts = [layer_grads(module, call.input, deltas[c]) for call, deltas in calls]
+        for kind in parts[0]:
+            g = sum(part[kind] for part in parts)
+            w = signs[c].reshape(-1, *([1] * (g.dim() - 1)))
+            out[kind] = out.get(kind, 0) + (g.square() * w).sum(0)
+    return out
+
+
+# ---------------------------------------------------------------- piecewise linearity
+_PL_LEAVES = (
+    nn.Linear, nn.Conv1d, nn.Conv2d, nn.Conv3d, nn.ReLU, nn.LeakyReLU, nn.ReLU6, nn.Hardtanh,
+    nn.MaxPool1d, nn.MaxPool2d, nn.MaxPool3d, nn.AvgPool1d, nn.AvgPool2d, nn.AvgPool3d,
+    nn.AdaptiveAvgPool1d, nn.AdaptiveAvgPool2d, nn.AdaptiveAvgPool3d, nn.AdaptiveMaxPool1d,
+    nn.AdaptiveMaxPool2d, nn.AdaptiveMaxPool3d, nn.Flatten, nn.Unflatten, nn.Identity, nn.Dropout,
+    nn.Dropout1d, nn.Dropout2d, nn.Dropout3d, nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d,
+)
+_PL_FUNCTIONS = {
+    operator.add, operator.sub, operator.neg, operator.getitem, torch.add, torch.sub, torch.flatten,
+    torch.cat, torch.stack, torch.relu, torch.reshape, torch.nn.functional.relu,
+    torch.nn.functional.leaky_relu, torch.nn.functional.max_pool1d, torch.nn.functional.max_pool2d,
+    torch.nn.functional.avg_pool1d, torch.nn.functional.avg_pool2d,
+    torch.nn.functional.adaptive_avg_pool1d, torch.nn.functional.adaptive_avg_pool2d,
+    torch.nn.functional.dropout, getattr,
+}
+_PL_METHODS = {"view", "reshape", "flatten", "size", "permute", "transpose", "contiguous", "relu",
+               "unsqueeze", "squeeze", "add", "sub", "sum", "mean", "__getitem__"}
+
+
+def not_piecewise_linear(model: nn.Module) -> str | None:
+    """Why the model output is not piecewise linear in each parameter, or None when it is.
+
+    Then the Hessian's diagonal equals the Gauss-Newton diagonal (the model's own second
+    derivatives vanish on the diagonal). Checked on the torch.fx graph: leaf modules and
+    functions must be linear or piecewise linear, and no parametrised module may be called twice.
+    """
+    import torch.fx
+
+    try:
+        graph = torch.fx.symbolic_trace(model).graph
+    except Exception as e:  # noqa: BLE001 - any tracing failure means: cannot prove it
+        return f"the model cannot be traced with torch.fx ({type(e).__name__})"
+    calls: dict[str, int] = {}
+    for node in graph.nodes:
+        if node.op == "call_module":
+            module = model.get_submodule(node.target)
+            if not isinstance(module, _PL_LEAVES):
+                return f"module {node.target!r} ({type(module).__name__}) is not piecewise linear"
+            calls[node.target] = calls.get(node.target, 0) + 1
+            if calls[node.target] > 1 and any(True for _ in module.parameters()):
+                return f"module {node.target!r} is called twice (its weights enter quadratically)"
+        elif node.op == "call_function":
+            scalar_scale = node.target in (operator.mul, operator.truediv, torch.mul) and sum(
+                isinstance(a, torch.fx.Node) for a in node.args) == 1
+            if node.target not in _PL_FUNCTIONS and not scalar_scale:
+                return f"function {getattr(node.target, '__name__', node.target)} is not piecewise linear"
+        elif node.op == "call_method" and node.target not in _PL_METHODS:
+            return f"method .{node.target}() is not piecewise linear"
+        elif node.op == "get_attr":
+            return f"parameter or buffer {node.target!r} is used outside a module"
+    return None
