@@ -1,0 +1,40 @@
+# Two commands on a fresh machine:  `make demo`  and  `make test`.
+# Both create .venv, install activis with everything it needs (torch pinned to the CPU build by
+# constraints.txt; the JS bundle is built by the install), then run the demo or the whole test suite.
+
+VENV   ?= .venv
+PYTHON ?= python3
+BIN     = $(VENV)/bin
+STAMP   = $(VENV)/.activis-installed
+
+.PHONY: setup demo test test-fast browser-deps lint bench
+
+$(STAMP): pyproject.toml constraints.txt package.json
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -c constraints.txt -e ".[test]"
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+# Debian's Chromium for the real-browser tests (Playwright cannot download browsers here).
+browser-deps:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; \
+	  else echo "install Debian's chromium (sudo apt-get install chromium)"; exit 1; fi; }
+
+demo: setup
+	$(BIN)/activis demo $(DEMO_ARGS)
+
+test: setup browser-deps
+	$(BIN)/ruff check .
+	$(BIN)/pytest -ra $(PYTEST_ARGS)
+
+test-fast: setup
+	$(BIN)/pytest -ra -m "not browser" $(PYTEST_ARGS)
+
+lint: setup
+	$(BIN)/ruff check .
+
+bench: setup
+	for b in benchmarks/bench_*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
