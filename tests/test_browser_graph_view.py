@@ -110,6 +110,16 @@ def test_graph_view_round_trip(lab, page):
     view.screenshot(path=str(ARTIFACTS / "graph_view.png"))
     assert dialogs == []
 
+    # follows the JupyterLab theme: switching to dark changes the drawn colours
+    fill = "(el) => getComputedStyle(el.querySelector('.activis-node rect')).fill"
+    light = view.evaluate(fill)
+    page.evaluate("() => { window.jupyterapp.commands.execute('apputils:change-theme', {theme: 'JupyterLab Dark'}); }")
+    page.wait_for_function("() => document.body.dataset.jpThemeLight === 'false'")
+    page.wait_for_function(f"([el, light]) => ({fill})(el) !== light", arg=[view.element_handle(), light])
+    view.screenshot(path=str(ARTIFACTS / "graph_view_dark.png"))
+    page.evaluate("() => { window.jupyterapp.commands.execute('apputils:change-theme', {theme: 'JupyterLab Light'}); }")
+    page.wait_for_function("() => document.body.dataset.jpThemeLight === 'true'")
+
 
 def test_graph_view_500_nodes_layout_time(lab, page):
     panel = open_cells(page, lab, "graph_view_big.ipynb", [
