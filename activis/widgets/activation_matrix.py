@@ -1,0 +1,294 @@
+"""ActivationMatrix: rows are subsets and single instances, columns are the neurons of one layer."""
+
+from __future__ import annotations
+
+import difflib
+
+import numpy as np
+import traitlets
+
+from ..subsets import STATS, Subset, SubsetError, Subsets, checked_indices, cluster_neurons, sort_neurons
+from ._arrays import array_serialization
+from ._base import View, bundle
+
+SUBSET_PREFIX = "subset:"
+INSTANCE_PREFIX = "instance:"
+ORDER_MODES = ("index", "sort", "cluster")
+
+
+class ActivationMatrix(View):
+    """The neuron activation matrix of one layer, drawn on a canvas.
+
+    A subset row is the mean (or fraction active, or std) of its members' activations; an
+    instance row is that instance's activations. Rows are identified by keys:
+    ``"subset:<name>"``, ``"instance:<index>"`` or the key given to `add_rows_from_indices`.
+    ``row_keys`` is the list of rows shown, in order; the browser and Python both edit it.
+
+    Linkable state: ``selected_neuron`` (-1 for none), ``selected_row`` / ``hovered_row`` (row
+    keys, "" for none), ``hovered_neuron``, and the Python-only ``selected_indices`` /
+    ``hovered_indices`` (int32 instance indices of the selected / hovered row).
+
+    Neuron order: ``order_mode`` "index", "sort" (by the values in ``sort_by_row``, computed in
+    the browser; ``neuron_order`` mirrors it in Python) or "cluster" (hierarchical clustering of
+    the neurons' profiles across the rows, computed here). ``difference_to`` shows every row minus
+    a reference row.
+    """
+
+    _esm = bundle("activation_matrix")
+
+    height = traitlets.Int(520).tag(sync=True)  # 100 rows fit at 4 px; fewer rows take less
+    layer = traitlets.Unicode("").tag(sync=True)
+    layers = traitlets.List(traitlets.Unicode()).tag(sync=True)
+    neuron_kind = traitlets.Unicode("unit").tag(sync=True)
+    statistic = traitlets.Enum(STATS, default_value="mean").tag(sync=True)
+    threshold = traitlets.Float(0.0).tag(sync=True)
+
+    row_keys = traitlets.List(traitlets.Unicode()).tag(sync=True)
+    rows = traitlets.List(traitlets.Dict()).tag(sync=True)  # key, label, kind, size, description
+    values = traitlets.Any(None).tag(sync=True, **array_serialization)  # rows x neurons float32
+    available_subsets = traitlets.List(traitlets.Unicode()).tag(sync=True)
+
+    order_mode = traitlets.Enum(ORDER_MODES, default_value="index").tag(sync=True)
+    sort_by_row = traitlets.Unicode("").tag(sync=True)
+    difference_to = traitlets.Unicode("").tag(sync=True)
+    neuron_order = traitlets.Any(None).tag(sync=True, **array_serialization)  # int32, the current order
+
+    selected_neuron = traitlets.Int(-1).tag(sync=True)
+    selected_row = traitlets.Unicode("").tag(sync=True)
+    hovered_neuron = traitlets.Int(-1).tag(sync=True)
+    hovered_row = traitlets.Unicode("").tag(sync=True)
+    selected_indices = traitlets.Any(np.zeros(0, np.int32))  # Python side only: for linking views
+    hovered_indices = traitlets.Any(np.zeros(0, np.int32))
+
+    status = traitlets.Unicode("").tag(sync=True)  # the last error from a bad request, shown in the view
+
+    def __init__(self, store, layer: str | None = None, *, subsets: Subsets | None = None, rows=None, **kwargs):
+        self._store = store
+        self._subsets = subsets if subsets is not None else Subsets(store)
+        self._custom: dict[str, tuple[str, Subset]] = {}
+        self._aggregate = None
+        layers = list(store.layers)
+        if not layers:
+            raise ValueError(f"Store {store.path} holds no layers to show.")
+        super().__init__(layers=layers, layer=layer if layer is not None else layers[-1], **kwargs)
+        self._subsets.observe(self._on_subsets_changed)
+        self.available_subsets = self._subsets.names
+        if rows is None:
+            rows = [SUBSET_PREFIX + name for name in self._subsets.by_class()]
+        keys = list(dict.fromkeys(self._as_key(r) for r in rows))
+        for key in keys:
+            self._row_subset(key)  # a clear error for a bad row now, not a silently missing row
+        self.row_keys = keys
+        self.observe(self._on_rows, names=["row_keys"])
+        self.observe(self._refresh_values, names=["layer", "statistic", "threshold"])
+        self.observe(self._refresh_order, names=["order_mode", "sort_by_row", "difference_to"])
+        self.observe(self._on_selected_row, names=["selected_row"])
+        self.observe(self._on_hovered_row, names=["hovered_row"])
+        self._refresh_values()
+
+    # ------------------------------------------------------------------ backend objects
+    @property
+    def store(self):
+        return self._store
+
+    @property
+    def subsets(self) -> Subsets:
+        return self._subsets
+
+    @property
+    def aggregate(self):
+        """The `Aggregate` behind the rows shown (all three statistics)."""
+        return self._aggregate
+
+    # ------------------------------------------------------------------ rows
+    def add_subset(self, name: str, definition=None) -> str:
+        """Show a subset (defining it first when ``definition`` is given); returns its row key."""
+        if definition is not None:
+            self._subsets.add(name, definition)
+        self._subsets[name]  # noqa: B018 - a clear KeyError naming the subsets
+        return self._append(SUBSET_PREFIX + name)
+
+    def add_instance(self, index: int) -> str:
+        """Pin one instance as a row; returns its row key."""
+        return self._append(INSTANCE_PREFIX + str(self._checked_instance(index)))
+
+    def add_rows_from_indices(self, key: str, label: str, indices) -> str:
+        """Show (or update) a row that is the mean over any instances, e.g. a brushed selection.
+
+        Cheap for small sets (their rows are read directly); calling it again with the same key
+        replaces the row's instances in place, which suits a temporary hover row.
+        """
+        if not isinstance(key, str) or not key or key.startswith((SUBSET_PREFIX, INSTANCE_PREFIX)):
+            raise ValueError(f"Row key {key!r} must be a non-empty string not starting with "
+                             f"{SUBSET_PREFIX!r} or {INSTANCE_PREFIX!r}.")
+        indices = checked_indices(indices, self._store.n_instances)
+        self._custom[key] = (str(label), Subset.from_indices(indices))
+        if key in self.row_keys:
+            self._refresh_values()
+        else:
+            self._append(key)
+        return key
+
+    def remove_row(self, row) -> None:
+        """Remove a row by key (or by subset name / instance index)."""
+        key = self._as_key(row)
+        if key not in self.row_keys:
+            raise KeyError(f"No row {row!r}; rows: {', '.join(self.row_keys)}")
+        self.row_keys = [k for k in self.row_keys if k != key]
+
+    def _append(self, key: str) -> str:
+        if key not in self.row_keys:
+            self.row_keys = [*self.row_keys, key]
+        return key
+
+    def _as_key(self, row) -> str:
+        if isinstance(row, (int, np.integer)) and not isinstance(row, bool):
+            return INSTANCE_PREFIX + str(int(row))
+        if isinstance(row, str) and (row in self._custom or row.startswith((SUBSET_PREFIX, INSTANCE_PREFIX))):
+            return row
+        if isinstance(row, str) and row in self._subsets:
+            return SUBSET_PREFIX + row
+        if isinstance(row, str) and row in self.row_keys:
+            return row
+        raise KeyError(f"{row!r} is neither a row key, a subset name nor an instance index.")
+
+    def _checked_instance(self, index) -> int:
+        n = self._store.n_instances
+        if isinstance(index, bool) or not isinstance(index, (int, np.integer)) or not 0 <= int(index) < n:
+            raise IndexError(f"Instance {index!r} is out of range: the store holds {n} instances (0..{n - 1}).")
+        return int(index)
+
+    def _row_subset(self, key: str) -> Subset:
+        """The definition behind a row key; a clear error for anything unknown."""
+        if key in self._custom:
+            return self._custom[key][1]
+        if key.startswith(SUBSET_PREFIX):
+            return self._subsets[key[len(SUBSET_PREFIX):]]
+        if key.startswith(INSTANCE_PREFIX):
+            text = key[len(INSTANCE_PREFIX):]
+            if not text.isdigit():
+                raise KeyError(f"Row {key!r}: {text!r} is not an instance index.")
+            return Subset.from_indices([self._checked_instance(int(text))])
+        raise KeyError(f"Unknown row {key!r}.")
+
+    def _row_meta(self, key: str, size: int) -> dict:
+        if key in self._custom:
+            label, subset = self._custom[key]
+            return {"key": key, "label": label, "kind": "indices", "size": size, "description": subset.describe()}
+        if key.startswith(SUBSET_PREFIX):
+            name = key[len(SUBSET_PREFIX):]
+            return {"key": key, "label": name, "kind": "subset", "size": size,
+                    "description": self._subsets[name].describe()}
+        index = int(key[len(INSTANCE_PREFIX):])
+        return {"key": key, "label": self._instance_label(index), "kind": "instance", "size": 1,
+                "description": f"instance {index}"}
+
+    def _instance_label(self, index: int) -> str:
+        row = self._store.instances.iloc[index]
+        true = row.get("label_name", row["label"])
+        pred = row.get("pred_name", row["pred"])
+        mark = "✓" if bool(row["correct"]) else "✗"
+        return f"#{index} {mark} true {true} → pred {pred}"
+
+    # ------------------------------------------------------------------ observers
+    def _on_rows(self, change=None) -> None:
+        valid, errors = [], []
+        for key in dict.fromkeys(self.row_keys):
+            try:
+                self._row_subset(key)
+                valid.append(key)
+            except (KeyError, IndexError, SubsetError) as exc:
+                errors.append(str(exc).strip("'\""))
+        if errors:
+            self.status = " ".join(errors)
+        if valid != list(self.row_keys):
+            self.row_keys = valid  # re-enters this observer with clean keys
+            return
+        for name in ("selected_row", "hovered_row", "sort_by_row", "difference_to"):
+            if getattr(self, name) and getattr(self, name) not in valid:
+                setattr(self, name, "")
+        self._refresh_values()
+
+    def _on_subsets_changed(self, subsets: Subsets) -> None:
+        self.available_subsets = subsets.names
+        self._on_rows()  # drops rows of removed subsets, recomputes redefined ones (cache keys follow definitions)
+
+    def _refresh_values(self, change=None) -> None:
+        keys = list(self.row_keys)
+        aggregate = self._subsets.aggregate(self.layer, [self._row_subset(k) for k in keys], stats=STATS,
+                                            threshold=self.threshold)
+        self._aggregate = aggregate
+        n_neurons = self._store.layer_spec(self.layer).neurons
+        with self.hold_sync():
+            self.neuron_kind = self._store.layer_spec(self.layer).neuron_kind
+            self.rows = [self._row_meta(k, int(s)) for k, s in zip(keys, aggregate.sizes)]
+            self.values = aggregate[self.statistic] if keys else np.zeros((0, n_neurons), np.float32)
+            if self.selected_neuron >= n_neurons:
+                self.selected_neuron = -1
+            self._refresh_order()
+        self._on_selected_row()
+        self._on_hovered_row()
+
+    def _refresh_order(self, change=None) -> None:
+        self.neuron_order = self.current_order()
+
+    def _on_selected_row(self, change=None) -> None:
+        self.selected_indices = self._indices_of(self.selected_row)
+
+    def _on_hovered_row(self, change=None) -> None:
+        self.hovered_indices = self._indices_of(self.hovered_row)
+
+    def _indices_of(self, key: str) -> np.ndarray:
+        if not key or key not in self.row_keys:
+            return np.zeros(0, np.int32)
+        return self._subsets.indices(self._row_subset(key)).astype(np.int32)
+
+    @traitlets.validate("layer")
+    def _valid_layer(self, proposal):
+        layer = proposal["value"]
+        if layer not in self._store.layers:
+            close = difflib.get_close_matches(layer, self._store.layers, n=3)
+            hint = f" Did you mean {' or '.join(map(repr, close))}?" if close else ""
+            raise traitlets.TraitError(f"Layer {layer!r} is not in the store.{hint} "
+                                       f"Layers: {', '.join(self._store.layers)}")
+        return layer
+
+    @traitlets.validate("selected_neuron", "hovered_neuron")
+    def _valid_neuron(self, proposal):
+        value = proposal["value"]
+        n_neurons = self._store.layer_spec(self.layer).neurons if self.layer else 0
+        if not -1 <= value < n_neurons:
+            raise traitlets.TraitError(f"Neuron {value} is out of range for layer {self.layer!r} "
+                                       f"({n_neurons} neurons); -1 selects none.")
+        return value
+
+    # ------------------------------------------------------------------ ordering
+    def sort_by(self, row) -> None:
+        """Order neurons by their values in one row (largest first), like clicking its sort button."""
+        key = self._as_key(row)
+        if key not in self.row_keys:
+            raise KeyError(f"No row {row!r}; rows: {', '.join(self.row_keys)}")
+        with self.hold_trait_notifications():
+            self.sort_by_row = key
+            self.order_mode = "sort"
+
+    def cluster(self) -> None:
+        """Put neurons with similar profiles across the rows side by side."""
+        self.order_mode = "cluster"
+
+    def displayed_values(self) -> np.ndarray:
+        """The matrix as drawn: the chosen statistic, minus the reference row in difference mode."""
+        values = np.asarray(self.values, dtype=np.float32)
+        if self.difference_to and self.difference_to in self.row_keys:
+            values = values - values[self.row_keys.index(self.difference_to)]
+        return values
+
+    def current_order(self) -> np.ndarray:
+        """Neuron order for the current mode, as the browser draws it."""
+        values = self.displayed_values()
+        n_neurons = values.shape[1]
+        if self.order_mode == "sort" and self.sort_by_row in self.row_keys:
+            return sort_neurons(values[self.row_keys.index(self.sort_by_row)])
+        if self.order_mode == "cluster" and len(values):
+            return cluster_neurons(values)
+        return np.arange(n_neurons, dtype=np.int32)

@@ -1,0 +1,759 @@
+// ActivationMatrix: rows are subsets and instances, columns are the neurons of one layer.
+// The matrix is one offscreen image (one pixel per cell, in display order) scaled onto a canvas
+// the size of the visible area, so 1,024 x 100 cells cost one putImageData and one drawImage.
+// Sorting by a row happens here (no kernel round trip); clustering arrives from Python as an order.
+import { applyTheme, themeColor } from "./common/theme.js";
+import { h, makeTooltip } from "./common/dom.js";
+import { decodeArray } from "./common/arrays.js";
+
+const LABEL_W = 220;
+const HEADER_H = 20;
+const MIN_ROW_H = 4;
+const MAX_ROW_H = 22;
+const MAX_CELL_W = 40;
+const LUT_SIZE = 256;
+
+const CSS = `
+.activis-matrix .av-frame { display: grid; grid-template-columns: ${LABEL_W}px 1fr; grid-template-rows: ${HEADER_H}px 1fr;
+  border: 1px solid var(--av-border-soft); }
+.activis-matrix .av-corner { font-size: 11px; color: var(--av-fg-muted); padding: 2px 6px; overflow: hidden; white-space: nowrap;
+  border-bottom: 1px solid var(--av-border-soft); border-right: 1px solid var(--av-border-soft); }
+.activis-matrix .av-header { position: relative; overflow: hidden; border-bottom: 1px solid var(--av-border-soft); cursor: pointer; }
+.activis-matrix .av-labels { position: relative; overflow: hidden; border-right: 1px solid var(--av-border-soft); }
+.activis-matrix .av-labels-inner { position: relative; }
+.activis-matrix .av-row { display: flex; align-items: center; gap: 4px; padding: 0 4px; overflow: hidden; white-space: nowrap;
+  cursor: pointer; box-sizing: border-box; }
+.activis-matrix .av-row:hover { background: var(--av-bg-alt); }
+.activis-matrix .av-row[data-selected="true"] { color: var(--av-accent); font-weight: 600; }
+.activis-matrix .av-row[data-hovered="true"] { background: var(--av-bg-alt); }
+.activis-matrix .av-row .av-text { flex: 1 1 auto; overflow: hidden; text-overflow: ellipsis; }
+.activis-matrix .av-row .av-size { flex: 0 0 auto; color: var(--av-fg-muted); font-size: 10px; }
+.activis-matrix .av-row button { display: none; flex: 0 0 auto; font: inherit; font-size: 10px; line-height: 1; padding: 1px 3px;
+  border: 1px solid var(--av-border); border-radius: 2px; background: var(--av-bg); color: var(--av-fg); cursor: pointer; }
+.activis-matrix .av-row:hover button, .activis-matrix .av-row button[aria-pressed="true"] { display: inline-block; }
+.activis-matrix .av-row button[aria-pressed="true"] { border-color: var(--av-accent); color: var(--av-accent); }
+.activis-matrix .av-scroller { position: relative; overflow: auto; }
+.activis-matrix .av-canvas { position: absolute; left: 0; top: 0; cursor: crosshair; }
+.activis-matrix .av-footer { display: flex; gap: 12px; align-items: center; padding: 4px 0 0; font-size: 11px; color: var(--av-fg-muted); flex-wrap: wrap; }
+.activis-matrix .av-status { color: var(--av-warn); cursor: pointer; }
+.activis-matrix .av-group { display: inline-flex; }
+.activis-matrix .av-group button { border-radius: 0; margin-left: -1px; }
+.activis-matrix .av-group button:first-child { border-radius: 3px 0 0 3px; margin-left: 0; }
+.activis-matrix .av-group button:last-child { border-radius: 0 3px 3px 0; }
+.activis-matrix .activis-toolbar input[type=number] { width: 90px; cursor: text; }
+.activis-matrix .activis-toolbar select { max-width: 170px; }
+`;
+
+const RAMPS = {
+  // low end is the theme background, so zero (or no difference) reads as empty in light and dark
+  sequential: { light: ["#deebf7", "#9ecae1", "#4292c6", "#08519c", "#08306b"], dark: ["#0d3b66", "#1f78b4", "#6baed6", "#c6dbef", "#f7fbff"] },
+  divergingLow: { light: ["#2166ac", "#67a9cf", "#d1e5f0"], dark: ["#92c5de", "#4393c3", "#1d4f7a"] },
+  divergingHigh: { light: ["#fddbc7", "#ef8a62", "#b2182b"], dark: ["#7a2a1d", "#d6604d", "#f4a582"] },
+};
+
+let cssInjected = false;
+function injectCss() {
+  if (cssInjected || document.getElementById("activis-matrix-css")) return;
+  const style = document.createElement("style");
+  style.id = "activis-matrix-css";
+  style.textContent = CSS;
+  document.head.appendChild(style);
+  cssInjected = true;
+}
+
+/** Any CSS colour -> [r, g, b] (canvas parses it for us). */
+const colorProbe = document.createElement("canvas").getContext("2d", { willReadFrequently: true });
+function parseColor(css) {
+  colorProbe.clearRect(0, 0, 1, 1);
+  colorProbe.fillStyle = "#000";
+  colorProbe.fillStyle = css;
+  colorProbe.fillRect(0, 0, 1, 1);
+  const d = colorProbe.getImageData(0, 0, 1, 1).data;
+  return [d[0], d[1], d[2]];
+}
+
+function isDark(rgb) {
+  return 0.2126 * rgb[0] + 0.7152 * rgb[1] + 0.0722 * rgb[2] < 128;
+}
+
+/** A LUT_SIZE x RGBA table interpolating through the given stops. */
+function makeLut(stops) {
+  const lut = new Uint8ClampedArray(LUT_SIZE * 4);
+  for (let i = 0; i < LUT_SIZE; i++) {
+    const t = (i / (LUT_SIZE - 1)) * (stops.length - 1);
+    const k = Math.min(stops.length - 2, Math.floor(t));
+    const f = t - k;
+    for (let c = 0; c < 3; c++) lut[i * 4 + c] = stops[k][c] + (stops[k + 1][c] - stops[k][c]) * f;
+    lut[i * 4 + 3] = 255;
+  }
+  return lut;
+}
+
+function formatValue(v) {
+  if (v !== v) return "–";
+  const a = Math.abs(v);
+  if (a !== 0 && (a < 1e-3 || a >= 1e5)) return v.toExponential(2);
+  if (a >= 100) return v.toFixed(0);
+  const text = v.toPrecision(3);
+  return text.includes(".") && !text.includes("e") ? text.replace(/0+$/, "").replace(/\.$/, "") : text;
+}
+
+/** Neuron order by one row's values: largest first, NaN last, ties by index (as activis.subsets.sort_neurons). */
+export function sortOrder(values, row, n) {
+  const order = new Int32Array(n);
+  for (let j = 0; j < n; j++) order[j] = j;
+  const base = row * n;
+  order.sort((a, b) => {
+    const va = values[base + a], vb = values[base + b];
+    const na = va !== va, nb = vb !== vb;
+    if (na || nb) return na === nb ? a - b : na ? 1 : -1;
+    return vb - va || a - b;
+  });
+  return order;
+}
+
+const STAT_TITLE = { mean: "mean activation", active: "fraction active", std: "standard deviation" };
+
+function render({ model, el }) {
+  applyTheme(el);
+  injectCss();
+  el.classList.add("activis-matrix");
+
+  // ------------------------------------------------------------------ DOM
+  const layerSelect = h("select", { title: "Layer", "aria-label": "layer" });
+  const statSelect = h("select", { title: "Statistic shown in each cell", "aria-label": "statistic" });
+  for (const [value, text] of [["mean", "mean"], ["active", "fraction active"], ["std", "std"]]) {
+    statSelect.appendChild(h("option", { value, text }));
+  }
+  const modeButtons = {};
+  const modeGroup = h("span", { className: "av-group", role: "group", "aria-label": "neuron order" });
+  for (const [mode, text, title] of [
+    ["index", "Index", "Neurons in index order"],
+    ["sort", "Sort", "Neurons sorted by the values in the sort row"],
+    ["cluster", "Cluster", "Neurons with similar profiles side by side (hierarchical clustering)"],
+  ]) {
+    modeButtons[mode] = h("button", { text, title, "data-mode": mode, className: "av-mode" });
+    modeGroup.appendChild(modeButtons[mode]);
+  }
+  const sortSelect = h("select", { title: "Row to sort neurons by", "aria-label": "sort by row" });
+  const diffSelect = h("select", { title: "Show every row minus this row", "aria-label": "difference to" });
+  const zoomOut = h("button", { text: "−", title: "Narrower columns" });
+  const zoomFit = h("button", { text: "Fit", title: "Fit all neurons in the width" });
+  const zoomIn = h("button", { text: "+", title: "Wider columns (or Ctrl + wheel)" });
+  const addSubset = h("select", { title: "Add a subset row", "aria-label": "add subset" });
+  const addInstanceInput = h("input", { type: "number", min: "0", placeholder: "instance #", "aria-label": "instance index" });
+  const addInstanceButton = h("button", { text: "Pin", title: "Add this instance as a row" });
+  const toolbar = h("div", { className: "activis-toolbar" }, [
+    layerSelect, statSelect, modeGroup, h("span", { text: "by" }), sortSelect,
+    h("span", { text: "Δ" }), diffSelect, h("span", { className: "av-group" }, [zoomOut, zoomFit, zoomIn]),
+    addSubset, addInstanceInput, addInstanceButton,
+  ]);
+
+  const corner = h("div", { className: "av-corner" });
+  const header = h("div", { className: "av-header" });
+  const headerCanvas = h("canvas", { className: "av-header-canvas" });
+  header.appendChild(headerCanvas);
+  const labels = h("div", { className: "av-labels" });
+  const labelsInner = h("div", { className: "av-labels-inner" });
+  labels.appendChild(labelsInner);
+  const scroller = h("div", { className: "av-scroller" });
+  const spacer = h("div", { className: "av-spacer" });
+  const canvas = h("canvas", { className: "av-canvas" });
+  scroller.append(spacer, canvas);
+  const frame = h("div", { className: "av-frame" }, [corner, header, labels, scroller]);
+
+  const legendCanvas = h("canvas", { className: "av-legend", width: "160", height: "10" });
+  const legendLo = h("span");
+  const legendMid = h("span");
+  const legendHi = h("span");
+  const legendTitle = h("span");
+  const legendEmpty = h("span", { className: "av-empty" });
+  const info = h("span", { className: "av-info" });
+  const status = h("span", { className: "av-status", title: "click to dismiss" });
+  const footer = h("div", { className: "av-footer" }, [
+    legendTitle, h("span", {}, [legendLo]), legendCanvas, h("span", {}, [legendHi]), legendMid, legendEmpty, info, status,
+  ]);
+  el.append(toolbar, frame, footer);
+  const tooltip = makeTooltip(el);
+  const ctx = canvas.getContext("2d");
+  const headerCtx = headerCanvas.getContext("2d");
+  const offscreen = document.createElement("canvas");
+  const offCtx = offscreen.getContext("2d");
+
+  // ------------------------------------------------------------------ state
+  let R = 0, N = 0;
+  let raw = new Float32Array(0);   // rows x neurons as sent
+  let shown = new Float32Array(0); // after difference mode
+  let rows = [];
+  let order = new Int32Array(0);
+  let position = new Int32Array(0); // neuron -> column
+  let scale = { kind: "sequential", lo: 0, hi: 1, lut: null, nan: [200, 200, 200], hasNan: false };
+  let cellW = 1, rowH = 12, fitMode = true;
+  let hover = { row: -1, col: -1 };
+  let pendingCluster = false;
+  const rowEls = [];
+
+  const keyIndex = (key) => rows.findIndex((r) => r.key === key);
+  const save = (changes) => {
+    for (const [k, v] of Object.entries(changes)) model.set(k, v);
+    model.save_changes();
+  };
+
+  // ------------------------------------------------------------------ data -> image
+  function computeShown() {
+    const ref = keyIndex(model.get("difference_to"));
+    if (ref < 0) {
+      shown = raw;
+      return;
+    }
+    shown = new Float32Array(raw.length);
+    const base = ref * N;
+    for (let r = 0; r < R; r++) {
+      const o = r * N;
+      for (let j = 0; j < N; j++) shown[o + j] = raw[o + j] - raw[base + j];
+    }
+  }
+
+  function computeScale() {
+    const stat = model.get("statistic");
+    const diff = keyIndex(model.get("difference_to")) >= 0;
+    let lo = Infinity, hi = -Infinity, hasNan = false;
+    for (let i = 0; i < shown.length; i++) {
+      const v = shown[i];
+      if (v !== v) { hasNan = true; continue; }
+      if (v < lo) lo = v;
+      if (v > hi) hi = v;
+    }
+    if (lo === Infinity) { lo = 0; hi = 1; }
+    const bg = parseColor(themeColor(el, "--av-bg", "#ffffff"));
+    const theme = isDark(bg) ? "dark" : "light";
+    const hex = (list) => list.map(parseColor);
+    const diverging = diff || (stat === "mean" && lo < 0);
+    if (diverging) {
+      const m = Math.max(Math.abs(lo), Math.abs(hi)) || 1;
+      scale = { kind: "diverging", lo: -m, hi: m,
+        lut: makeLut([...hex(RAMPS.divergingLow[theme]), bg, ...hex(RAMPS.divergingHigh[theme])]) };
+    } else {
+      const top = stat === "active" ? 1 : hi > 0 ? hi : 1;
+      scale = { kind: "sequential", lo: 0, hi: top, lut: makeLut([bg, ...hex(RAMPS.sequential[theme])]) };
+    }
+    scale.hasNan = hasNan;
+    scale.nan = parseColor(themeColor(el, "--av-bg-alt", "#eeeeee"));
+  }
+
+  function computeOrder() {
+    const mode = model.get("order_mode");
+    const t0 = performance.now();
+    let next = null;
+    if (mode === "sort") {
+      const r = keyIndex(model.get("sort_by_row"));
+      if (r >= 0) next = sortOrder(shown, r, N);
+    } else if (mode === "cluster") {
+      const sent = decodeArray(model.get("neuron_order"));
+      if (sent && sent.data.length === N) next = Int32Array.from(sent.data);
+    }
+    if (!next) {
+      next = new Int32Array(N);
+      for (let j = 0; j < N; j++) next[j] = j;
+    }
+    order = next;
+    position = new Int32Array(N);
+    for (let p = 0; p < N; p++) position[order[p]] = p;
+    return performance.now() - t0;
+  }
+
+  function buildImage() {
+    offscreen.width = Math.max(1, N);
+    offscreen.height = Math.max(1, R);
+    if (!R || !N) return;
+    const image = offCtx.createImageData(N, R);
+    const px = image.data;
+    const { lo, hi, lut, nan } = scale;
+    const k = (LUT_SIZE - 1) / (hi - lo || 1);
+    for (let r = 0; r < R; r++) {
+      const src = r * N;
+      let dst = r * N * 4;
+      for (let p = 0; p < N; p++, dst += 4) {
+        const v = shown[src + order[p]];
+        if (v !== v) {
+          px[dst] = nan[0]; px[dst + 1] = nan[1]; px[dst + 2] = nan[2]; px[dst + 3] = 255;
+          continue;
+        }
+        let i = ((v - lo) * k) | 0;
+        i = i < 0 ? 0 : i > LUT_SIZE - 1 ? LUT_SIZE - 1 : i;
+        px[dst] = lut[i * 4]; px[dst + 1] = lut[i * 4 + 1]; px[dst + 2] = lut[i * 4 + 2]; px[dst + 3] = 255;
+      }
+    }
+    offCtx.putImageData(image, 0, 0);
+  }
+
+  // ------------------------------------------------------------------ geometry
+  function layout() {
+    const toolbarH = toolbar.offsetHeight || 30;
+    const footerH = footer.offsetHeight || 22;
+    // as tall as the rows need at full row height, at most what `height` leaves for the frame
+    const budget = Math.max(80, model.get("height") - toolbarH - footerH - 6);
+    const width = scroller.clientWidth || 600;
+    if (fitMode) cellW = N ? Math.min(MAX_CELL_W, width / N) : 1;
+    const scrollbar = N * cellW > width + 0.5 ? 14 : 0;
+    const frameH = Math.min(budget, Math.max(HEADER_H + 60, HEADER_H + R * MAX_ROW_H + scrollbar + 2));
+    frame.style.height = `${frameH}px`;
+    const height = scroller.clientHeight || frameH - HEADER_H;
+    rowH = R ? Math.max(MIN_ROW_H, Math.min(MAX_ROW_H, Math.floor(height / R))) : MAX_ROW_H;
+    spacer.style.width = `${Math.max(1, N * cellW)}px`;
+    spacer.style.height = `${Math.max(1, R * rowH)}px`;
+    const dpr = window.devicePixelRatio || 1;
+    const cw = scroller.clientWidth || width, ch = scroller.clientHeight || height;
+    canvas.width = Math.max(1, Math.round(cw * dpr));
+    canvas.height = Math.max(1, Math.round(ch * dpr));
+    canvas.style.width = `${cw}px`;
+    canvas.style.height = `${ch}px`;
+    headerCanvas.width = Math.max(1, Math.round(cw * dpr));
+    headerCanvas.height = Math.round(HEADER_H * dpr);
+    headerCanvas.style.width = `${cw}px`;
+    headerCanvas.style.height = `${HEADER_H}px`;
+    el.dataset.cellW = cellW.toFixed(3);
+    el.dataset.rowH = String(rowH);
+  }
+
+  function buildLabels() {
+    labelsInner.replaceChildren();
+    // the label column scrolls with the matrix: same content height, plus the matrix's scrollbar
+    labelsInner.style.height = `${R * rowH}px`;
+    labelsInner.style.paddingBottom = `${scroller.offsetHeight - scroller.clientHeight}px`;
+    labelsInner.style.boxSizing = "content-box";
+    rowEls.length = 0;
+    const font = Math.min(12, rowH - 1);
+    for (const row of rows) {
+      const text = h("span", { className: "av-text" });
+      text.textContent = row.label; // from data: text, never markup
+      const size = h("span", { className: "av-size" });
+      size.textContent = row.kind === "instance" ? "" : `n=${Number(row.size).toLocaleString()}`;
+      const sortBtn = h("button", { text: "↓", title: "Sort neurons by this row", className: "av-sort" });
+      const diffBtn = h("button", { text: "Δ", title: "Show every row minus this row", className: "av-diff" });
+      const removeBtn = h("button", { text: "×", title: "Remove this row", className: "av-remove" });
+      const div = h("div", { className: "av-row", "data-key": row.key, "data-kind": row.kind }, [text, size, sortBtn, diffBtn, removeBtn]);
+      div.title = `${row.label}\n${row.description}`;
+      div.style.height = `${rowH}px`;
+      div.style.fontSize = `${Math.max(6, font)}px`;
+      if (rowH < 8) { text.style.visibility = "hidden"; size.style.visibility = "hidden"; }
+      div.addEventListener("click", () => save({ selected_row: model.get("selected_row") === row.key ? "" : row.key }));
+      div.addEventListener("mouseenter", () => setHover(rows.indexOf(row), -1));
+      sortBtn.addEventListener("click", (ev) => {
+        ev.stopPropagation();
+        save({ sort_by_row: row.key, order_mode: "sort" });
+      });
+      diffBtn.addEventListener("click", (ev) => {
+        ev.stopPropagation();
+        save({ difference_to: model.get("difference_to") === row.key ? "" : row.key });
+      });
+      removeBtn.addEventListener("click", (ev) => {
+        ev.stopPropagation();
+        save({ row_keys: model.get("row_keys").filter((k) => k !== row.key) });
+      });
+      labelsInner.appendChild(div);
+      rowEls.push({ div, sortBtn, diffBtn });
+    }
+    markLabels();
+  }
+
+  function markLabels() {
+    const sel = model.get("selected_row"), sortKey = model.get("sort_by_row"), diffKey = model.get("difference_to");
+    const sorting = model.get("order_mode") === "sort";
+    rows.forEach((row, i) => {
+      const { div, sortBtn, diffBtn } = rowEls[i];
+      div.dataset.selected = String(row.key === sel);
+      div.dataset.hovered = String(i === hover.row);
+      sortBtn.setAttribute("aria-pressed", String(sorting && row.key === sortKey));
+      diffBtn.setAttribute("aria-pressed", String(row.key === diffKey));
+    });
+    if (labels.scrollTop !== scroller.scrollTop) labels.scrollTop = scroller.scrollTop;
+  }
+
+  // ------------------------------------------------------------------ drawing
+  function blit() {
+    const dpr = window.devicePixelRatio || 1;
+    const W = canvas.width / dpr, H = canvas.height / dpr;
+    const sl = scroller.scrollLeft, st = scroller.scrollTop;
+    canvas.style.transform = `translate(${sl}px, ${st}px)`;
+    ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+    ctx.fillStyle = themeColor(el, "--av-bg", "#fff");
+    ctx.fillRect(0, 0, W, H);
+    if (R && N) {
+      const c0 = Math.max(0, Math.floor(sl / cellW)), c1 = Math.min(N, Math.ceil((sl + W) / cellW));
+      const r0 = Math.max(0, Math.floor(st / rowH)), r1 = Math.min(R, Math.ceil((st + H) / rowH));
+      // below one pixel per neuron, average neighbouring columns instead of dropping them
+      ctx.imageSmoothingEnabled = cellW < 1;
+      ctx.imageSmoothingQuality = "high";
+      if (c1 > c0 && r1 > r0) {
+        ctx.drawImage(offscreen, c0, r0, c1 - c0, r1 - r0, c0 * cellW - sl, r0 * rowH - st, (c1 - c0) * cellW, (r1 - r0) * rowH);
+      }
+      drawOverlay(sl, st, W, H);
+    }
+    drawHeader(sl, W);
+    markLabels();
+  }
+
+  function drawOverlay(sl, st, W, H) {
+    const accent = themeColor(el, "--av-accent", "#1976d2");
+    const fg = themeColor(el, "--av-fg", "#111");
+    const neuron = model.get("selected_neuron");
+    const selRow = keyIndex(model.get("selected_row"));
+    const ref = keyIndex(model.get("difference_to"));
+    const colW = Math.max(cellW, 1);
+    ctx.lineWidth = 1.5;
+    if (neuron >= 0 && neuron < N) {
+      ctx.strokeStyle = accent;
+      ctx.strokeRect(position[neuron] * cellW - sl + 0.5, 0.5, colW - 1 + 1, Math.min(H, R * rowH - st) - 1);
+    }
+    if (selRow >= 0) {
+      ctx.strokeStyle = accent;
+      ctx.strokeRect(0.5, selRow * rowH - st + 0.5, Math.min(W, N * cellW - sl) - 1, rowH - 1);
+    }
+    if (ref >= 0) {
+      ctx.setLineDash([3, 3]);
+      ctx.strokeStyle = fg;
+      ctx.strokeRect(0.5, ref * rowH - st + 0.5, Math.min(W, N * cellW - sl) - 1, rowH - 1);
+      ctx.setLineDash([]);
+    }
+    if (hover.row >= 0 && hover.col >= 0) {
+      ctx.lineWidth = 1;
+      ctx.strokeStyle = fg;
+      ctx.strokeRect(hover.col * cellW - sl + 0.5, hover.row * rowH - st + 0.5, colW, rowH - 1);
+    }
+  }
+
+  function drawHeader(sl, W) {
+    const dpr = window.devicePixelRatio || 1;
+    headerCtx.setTransform(dpr, 0, 0, dpr, 0, 0);
+    headerCtx.clearRect(0, 0, W, HEADER_H);
+    headerCtx.fillStyle = themeColor(el, "--av-fg-muted", "#666");
+    headerCtx.font = "9px sans-serif";
+    headerCtx.textAlign = "center";
+    headerCtx.textBaseline = "middle";
+    if (!N) return;
+    const c0 = Math.max(0, Math.floor(sl / cellW)), c1 = Math.min(N, Math.ceil((sl + W) / cellW));
+    // every column's neuron id when there is room, else one id every ~60 px
+    const step = cellW >= 18 ? 1 : Math.max(1, Math.ceil(60 / cellW));
+    for (let p = Math.ceil(c0 / step) * step; p < c1; p += step) {
+      const x = (p + 0.5) * cellW - sl;
+      headerCtx.fillText(String(order[p]), x, HEADER_H / 2 + 2);
+      if (step > 1) headerCtx.fillRect(x, HEADER_H - 4, 1, 4);
+    }
+    const neuron = model.get("selected_neuron");
+    if (neuron >= 0 && neuron < N) {
+      const x = (position[neuron] + 0.5) * cellW - sl;
+      headerCtx.fillStyle = themeColor(el, "--av-accent", "#1976d2");
+      headerCtx.beginPath();
+      headerCtx.moveTo(x - 5, 0);
+      headerCtx.lineTo(x + 5, 0);
+      headerCtx.lineTo(x, 7);
+      headerCtx.fill();
+    }
+  }
+
+  function drawLegend() {
+    const lctx = legendCanvas.getContext("2d");
+    const w = legendCanvas.width;
+    const img = lctx.createImageData(w, legendCanvas.height);
+    for (let x = 0; x < w; x++) {
+      const i = Math.round((x / (w - 1)) * (LUT_SIZE - 1));
+      for (let y = 0; y < legendCanvas.height; y++) {
+        const d = (y * w + x) * 4;
+        img.data[d] = scale.lut[i * 4]; img.data[d + 1] = scale.lut[i * 4 + 1]; img.data[d + 2] = scale.lut[i * 4 + 2]; img.data[d + 3] = 255;
+      }
+    }
+    lctx.putImageData(img, 0, 0);
+    legendCanvas.style.border = "1px solid var(--av-border-soft)";
+    const stat = model.get("statistic");
+    const ref = keyIndex(model.get("difference_to"));
+    let title = STAT_TITLE[stat] + (stat === "active" ? ` (> ${formatValue(model.get("threshold"))})` : "");
+    if (ref >= 0) title = `${title}, minus row “${rows[ref].label}”`;
+    legendTitle.textContent = title;
+    legendLo.textContent = formatValue(scale.lo);
+    legendHi.textContent = formatValue(scale.hi);
+    legendMid.textContent = scale.kind === "diverging" ? "(0 at the centre)" : "";
+    legendEmpty.textContent = scale.hasNan ? "grey: empty subset" : "";
+    el.dataset.scale = scale.kind;
+  }
+
+  /** The corner names the hovered row (labels are hidden when rows are thin), else the matrix size. */
+  function updateCorner() {
+    const kind = model.get("neuron_kind") || "unit";
+    corner.textContent = hover.row >= 0 && rows[hover.row] ? rows[hover.row].label : `${R} rows × ${N} ${kind}s`;
+  }
+
+  function updateInfo(ms) {
+    updateCorner();
+    info.textContent = `${model.get("layer")} · ${model.get("order_mode")}${pendingCluster ? " (clustering…)" : ""}` +
+      (ms !== undefined ? ` · ${ms.toFixed(1)} ms` : "");
+  }
+
+  // ------------------------------------------------------------------ pipelines
+  function markRendered(kind, ms) {
+    el.dataset.rows = String(R);
+    el.dataset.neurons = String(N);
+    el.dataset.orderMode = model.get("order_mode");
+    el.dataset.firstNeuron = N ? String(order[0]) : "";
+    el.dataset.order = order.join(",");
+    el.dataset.selectedNeuron = String(model.get("selected_neuron"));
+    el.dataset.selectedRow = model.get("selected_row");
+    el.dataset[kind] = ms.toFixed(2);
+    el.dataset.rendered = String(Number(el.dataset.rendered || 0) + 1);
+    // when the browser has painted the frame: the time a user waits
+    const t0 = performance.now() - ms;
+    requestAnimationFrame(() => { el.dataset[`${kind}Frame`] = (performance.now() - t0).toFixed(2); });
+  }
+
+  /** Everything from new values: difference, scale, order, image, layout, labels. */
+  function fullDraw() {
+    const t0 = performance.now();
+    const decoded = decodeArray(model.get("values"));
+    rows = model.get("rows") || [];
+    if (decoded && decoded.shape.length === 2) {
+      [R, N] = decoded.shape;
+      raw = decoded.data;
+    } else {
+      R = 0; N = 0; raw = new Float32Array(0);
+    }
+    if (rows.length !== R) rows = rows.slice(0, R); // rows and values arrive in one message; be safe
+    computeShown();
+    computeScale();
+    computeOrder();
+    buildImage();
+    layout();
+    buildLabels();
+    blit();
+    drawLegend();
+    fillSelects();
+    const ms = performance.now() - t0;
+    updateInfo(ms);
+    markRendered("drawMs", ms);
+  }
+
+  /** A new neuron order only (sort row, mode, cluster order): no new values, same scale. */
+  function reorder() {
+    const t0 = performance.now();
+    computeOrder();
+    buildImage();
+    blit();
+    const ms = performance.now() - t0;
+    updateInfo(ms);
+    markRendered("sortMs", ms);
+  }
+
+  /** Difference mode changes values and scale but not the data from Python. */
+  function redrawShown() {
+    const t0 = performance.now();
+    computeShown();
+    computeScale();
+    computeOrder();
+    buildImage();
+    blit();
+    drawLegend();
+    const ms = performance.now() - t0;
+    updateInfo(ms);
+    markRendered("drawMs", ms);
+  }
+
+  function fillSelects() {
+    const layers = model.get("layers") || [];
+    layerSelect.replaceChildren(...layers.map((l) => h("option", { value: l, text: l })));
+    layerSelect.value = model.get("layer");
+    statSelect.value = model.get("statistic");
+    const rowOptions = (none) => [h("option", { value: "", text: none }), ...rows.map((r) => h("option", { value: r.key, text: r.label }))];
+    sortSelect.replaceChildren(...rowOptions("(row)"));
+    sortSelect.value = model.get("sort_by_row");
+    diffSelect.replaceChildren(...rowOptions("none"));
+    diffSelect.value = model.get("difference_to");
+    const shownKeys = new Set(model.get("row_keys"));
+    const options = (model.get("available_subsets") || []).filter((name) => !shownKeys.has(`subset:${name}`));
+    addSubset.replaceChildren(h("option", { value: "", text: "+ subset…" }), ...options.map((n) => h("option", { value: n, text: n })));
+    addSubset.value = "";
+    for (const [mode, button] of Object.entries(modeButtons)) button.setAttribute("aria-pressed", String(model.get("order_mode") === mode));
+    status.textContent = model.get("status") ? `⚠ ${model.get("status")}` : "";
+  }
+
+  // ------------------------------------------------------------------ interaction
+  function cellAt(ev) {
+    const box = canvas.getBoundingClientRect();
+    const x = ev.clientX - box.left + scroller.scrollLeft, y = ev.clientY - box.top + scroller.scrollTop;
+    const col = Math.floor(x / cellW), row = Math.floor(y / rowH);
+    if (col < 0 || col >= N || row < 0 || row >= R) return null;
+    return { row, col, neuron: order[col] };
+  }
+
+  function setHover(row, col) {
+    if (row === hover.row && col === hover.col) return;
+    hover = { row, col };
+    const key = row >= 0 ? rows[row].key : "";
+    const neuron = col >= 0 ? order[col] : -1;
+    if (model.get("hovered_row") !== key || model.get("hovered_neuron") !== neuron) save({ hovered_row: key, hovered_neuron: neuron });
+    updateCorner();
+    blit();
+  }
+
+  function tooltipLines(cell) {
+    const row = rows[cell.row];
+    const v = shown[cell.row * N + cell.neuron];
+    const stat = model.get("statistic");
+    let rank = 1, valid = 0;
+    for (let j = 0; j < N; j++) {
+      const u = shown[cell.row * N + j];
+      if (u === u) { valid++; if (u > v) rank++; }
+    }
+    const kind = model.get("neuron_kind") || "unit";
+    const lines = [
+      row.kind === "instance" ? row.label : `${row.label} · ${Number(row.size).toLocaleString()} instances`,
+      `${kind} ${cell.neuron} (column ${cell.col + 1} of ${N})`,
+    ];
+    const ref = keyIndex(model.get("difference_to"));
+    if (v !== v) lines.push(`${STAT_TITLE[stat]}: – (empty subset)`);
+    else if (ref >= 0) {
+      const a = raw[cell.row * N + cell.neuron], b = raw[ref * N + cell.neuron];
+      lines.push(`${STAT_TITLE[stat]}: ${formatValue(a)} − ${formatValue(b)} (${rows[ref].label}) = ${formatValue(v)}`);
+    } else lines.push(`${STAT_TITLE[stat]}: ${formatValue(v)}`);
+    if (v === v) lines.push(`rank ${rank} of ${valid} in this row`);
+    return lines;
+  }
+
+  canvas.addEventListener("mousemove", (ev) => {
+    const cell = cellAt(ev);
+    if (!cell) { tooltip.hide(); setHover(-1, -1); return; }
+    setHover(cell.row, cell.col);
+    const box = el.getBoundingClientRect();
+    tooltip.show(tooltipLines(cell), ev.clientX - box.left, ev.clientY - box.top);
+  });
+  canvas.addEventListener("mouseleave", () => { tooltip.hide(); setHover(-1, -1); });
+  canvas.addEventListener("click", (ev) => {
+    const cell = cellAt(ev);
+    if (!cell) return;
+    const key = rows[cell.row].key;
+    const same = model.get("selected_neuron") === cell.neuron && model.get("selected_row") === key;
+    save(same ? { selected_neuron: -1, selected_row: "" } : { selected_neuron: cell.neuron, selected_row: key });
+  });
+  header.addEventListener("click", (ev) => {
+    const box = header.getBoundingClientRect();
+    const col = Math.floor((ev.clientX - box.left + scroller.scrollLeft) / cellW);
+    if (col < 0 || col >= N) return;
+    save({ selected_neuron: model.get("selected_neuron") === order[col] ? -1 : order[col] });
+  });
+  labels.addEventListener("mouseleave", () => setHover(-1, -1));
+  // labels scrolled by the browser (focus, find, scrollIntoView) or the wheel move the matrix too
+  labels.addEventListener("scroll", () => { if (scroller.scrollTop !== labels.scrollTop) scroller.scrollTop = labels.scrollTop; });
+  labels.addEventListener("wheel", (ev) => {
+    if (scroller.scrollHeight <= scroller.clientHeight) return; // nothing to scroll: let the notebook scroll
+    scroller.scrollTop += ev.deltaY;
+    ev.preventDefault();
+  }, { passive: false });
+  scroller.addEventListener("scroll", blit);
+  scroller.addEventListener("wheel", (ev) => {
+    if (!ev.ctrlKey) return;
+    ev.preventDefault();
+    const box = scroller.getBoundingClientRect();
+    zoom(ev.deltaY < 0 ? 1.25 : 0.8, ev.clientX - box.left);
+  }, { passive: false });
+
+  function zoom(factor, anchorX) {
+    const width = scroller.clientWidth || 600;
+    const fit = N ? Math.min(MAX_CELL_W, width / N) : 1;
+    const anchor = anchorX ?? width / 2;
+    const neuronAt = (scroller.scrollLeft + anchor) / cellW;
+    cellW = Math.max(fit, Math.min(MAX_CELL_W, cellW * factor));
+    fitMode = cellW <= fit;
+    layout();
+    scroller.scrollLeft = neuronAt * cellW - anchor;
+    blit();
+  }
+  zoomIn.addEventListener("click", () => zoom(2));
+  zoomOut.addEventListener("click", () => zoom(0.5));
+  zoomFit.addEventListener("click", () => { fitMode = true; layout(); blit(); });
+
+  layerSelect.addEventListener("change", () => save({ layer: layerSelect.value }));
+  statSelect.addEventListener("change", () => save({ statistic: statSelect.value }));
+  sortSelect.addEventListener("change", () => save(sortSelect.value ? { sort_by_row: sortSelect.value, order_mode: "sort" } : { sort_by_row: "" }));
+  diffSelect.addEventListener("change", () => save({ difference_to: diffSelect.value }));
+  for (const [mode, button] of Object.entries(modeButtons)) {
+    button.addEventListener("click", () => {
+      const changes = { order_mode: mode };
+      if (mode === "sort" && keyIndex(model.get("sort_by_row")) < 0 && R) {
+        const sel = keyIndex(model.get("selected_row"));
+        changes.sort_by_row = rows[sel >= 0 ? sel : 0].key;
+      }
+      save(changes);
+    });
+  }
+  addSubset.addEventListener("change", () => {
+    if (addSubset.value) save({ row_keys: [...model.get("row_keys"), `subset:${addSubset.value}`] });
+  });
+  const pinInstance = () => {
+    const text = addInstanceInput.value.trim();
+    if (text === "") return;
+    const key = `instance:${text}`;
+    if (!model.get("row_keys").includes(key)) save({ row_keys: [...model.get("row_keys"), key] });
+    addInstanceInput.value = "";
+  };
+  addInstanceButton.addEventListener("click", pinInstance);
+  addInstanceInput.addEventListener("keydown", (ev) => { if (ev.key === "Enter") pinInstance(); });
+  status.addEventListener("click", () => save({ status: "" }));
+
+  // ------------------------------------------------------------------ model events
+  const onValues = () => { pendingCluster = false; fullDraw(); };
+  const onOrderMode = () => {
+    pendingCluster = model.get("order_mode") === "cluster";
+    fillSelects();
+    reorder();
+  };
+  const onSortRow = () => { fillSelects(); if (model.get("order_mode") === "sort") reorder(); else markLabels(); };
+  const onNeuronOrder = () => {
+    if (model.get("order_mode") !== "cluster") return; // sort and index orders are computed here
+    pendingCluster = false;
+    reorder();
+  };
+  const onDifference = () => { fillSelects(); redrawShown(); };
+  const onSelection = () => {
+    el.dataset.selectedNeuron = String(model.get("selected_neuron"));
+    el.dataset.selectedRow = model.get("selected_row");
+    blit();
+  };
+  const onSelects = () => fillSelects();
+  model.on("change:values", onValues);
+  model.on("change:order_mode", onOrderMode);
+  model.on("change:sort_by_row", onSortRow);
+  model.on("change:neuron_order", onNeuronOrder);
+  model.on("change:difference_to", onDifference);
+  model.on("change:selected_neuron", onSelection);
+  model.on("change:selected_row", onSelection);
+  model.on("change:height", fullDraw);
+  model.on("change:status", onSelects);
+  model.on("change:available_subsets", onSelects);
+  model.on("change:layers", onSelects);
+
+  // theme switches change the CSS variables the colours come from
+  const themeObserver = new MutationObserver(() => { computeScale(); buildImage(); blit(); drawLegend(); });
+  themeObserver.observe(document.body, { attributes: true, attributeFilter: ["data-jp-theme-light", "data-jp-theme-name"] });
+  const resizeObserver = new ResizeObserver(() => { layout(); buildLabels(); blit(); });
+  resizeObserver.observe(scroller);
+
+  fullDraw();
+  // the first draw can happen before the element is attached (zero width): lay out again once it is
+  requestAnimationFrame(() => { layout(); buildLabels(); blit(); });
+
+  return () => {
+    themeObserver.disconnect();
+    resizeObserver.disconnect();
+    model.off("change:values", onValues);
+    model.off("change:order_mode", onOrderMode);
+    model.off("change:sort_by_row", onSortRow);
+    model.off("change:neuron_order", onNeuronOrder);
+    model.off("change:difference_to", onDifference);
+    model.off("change:selected_neuron", onSelection);
+    model.off("change:selected_row", onSelection);
+    model.off("change:height", fullDraw);
+    model.off("change:status", onSelects);
+    model.off("change:available_subsets", onSelects);
+    model.off("change:layers", onSelects);
+  };
+}
+
+export default { render };
