@@ -171,7 +171,9 @@ class _Expression:
             value = self._eval(node.operand, ctx)
             return -value if isinstance(node.op, ast.USub) else +value
         if isinstance(node, ast.BinOp):
-            return _BINARY[type(node.op)](self._eval(node.left, ctx), self._eval(node.right, ctx))
+            left, right = self._eval(node.left, ctx), self._eval(node.right, ctx)
+            _check_arithmetic(node.op, left, right, self.text)
+            return _BINARY[type(node.op)](left, right)
         if isinstance(node, ast.Compare):
             result = None
             left = self._eval(node.left, ctx)
@@ -207,6 +209,15 @@ class _Expression:
             return getattr(_series(series, ctx).str, func.attr)(*args, **kwargs)
         series = self._eval(func.value, ctx)
         return getattr(_series(series, ctx), func.attr)(*args, **kwargs)
+
+
+def _check_arithmetic(op: ast.operator, left, right, text: str) -> None:
+    """Refuse constant arithmetic that could exhaust the machine (``9**9**9``, ``'a' * 10**9``)."""
+    sized = (str, bytes, list)
+    if isinstance(op, ast.Pow) and isinstance(right, (int, float)) and abs(right) > 64:
+        raise SubsetError(f"Exponents above 64 are not allowed in subset expressions ({text!r}).")
+    if isinstance(op, ast.Mult) and (isinstance(left, sized) or isinstance(right, sized)):
+        raise SubsetError(f"Repeating text or lists is not allowed in subset expressions ({text!r}).")
 
 
 def _series(value, ctx: _Context) -> pd.Series:
@@ -291,11 +302,7 @@ class Subset:
     __slots__ = ("definition", "name", "_key")
 
     def __init__(self, definition: dict, name: str | None = None):
-        kind = definition.get("kind")
-        if kind not in ("query", "indices", "and", "or", "not"):
-            raise SubsetError(f"Unknown subset definition kind {kind!r}.")
-        if kind == "query":
-            _Expression(definition["expr"])  # fail now, not when the matrix is drawn
+        _check_definition(definition)  # fail now (e.g. on a damaged file), not when the matrix is drawn
         self.definition = definition
         self.name = name
         self._key = None
@@ -373,6 +380,26 @@ class Subset:
     def __repr__(self) -> str:
         label = f"{self.name!r}: " if self.name else ""
         return f"<Subset {label}{self.describe()}>"
+
+
+def _check_definition(definition) -> None:
+    kind = definition.get("kind") if isinstance(definition, dict) else None
+    if kind == "query":
+        _Expression(definition.get("expr"))
+    elif kind == "indices":
+        idx = np.asarray(definition.get("indices"))
+        if idx.ndim != 1 or (idx.size and (idx.dtype.kind not in "iu" or idx.min() < 0)):
+            raise SubsetError("An indices subset needs a list of non-negative integers.")
+    elif kind == "not":
+        _check_definition(definition.get("part"))
+    elif kind in ("and", "or"):
+        parts = definition.get("parts")
+        if not isinstance(parts, list) or not parts:
+            raise SubsetError(f"An {kind!r} subset needs a non-empty list of parts.")
+        for part in parts:
+            _check_definition(part)
+    else:
+        raise SubsetError(f"Unknown subset definition kind {kind!r}; expected query, indices, and, or, not.")
 
 
 def _coerce(value) -> Subset:
@@ -728,7 +755,9 @@ class Subsets:
         self.cache_bytes = int(cache_bytes)
         self._definitions: dict[str, Subset] = {}
         self._created: dict[str, str] = {}
-        self._masks: OrderedDict[str, tuple[pd.DataFrame, np.ndarray]] = OrderedDict()
+        # definition key -> (instances table it was evaluated on, mask, digest of the mask)
+        self._masks: OrderedDict[str, tuple[pd.DataFrame, np.ndarray, str]] = OrderedDict()
+        self._masks_bytes = 0
         self._rows: OrderedDict[tuple, dict] = OrderedDict()
         self._rows_bytes = 0
         self._callbacks: list[Callable[[Subsets], None]] = []
@@ -939,19 +968,26 @@ class Subsets:
         raise TypeError(f"Expected a subset name or a Subset, got {type(item).__name__}.")
 
     def mask(self, item: str | Subset) -> np.ndarray:
-        """True for the instances in the subset (a fresh read-only array, cached per store state)."""
-        subset = self._resolve(item)
+        """True for the instances in the subset (read-only; cached per definition and store state)."""
+        return self._membership(self._resolve(item))[1]
+
+    def _membership(self, subset: Subset) -> tuple[pd.DataFrame, np.ndarray, str]:
         table = self.store.instances
         cached = self._masks.get(subset.key)
         if cached is not None and cached[0] is table:  # the same table object: the same store state
             self._masks.move_to_end(subset.key)
-            return cached[1]
+            return cached
         mask = _evaluate(subset.definition, _Context(self.store))
         mask.flags.writeable = False
-        self._masks[subset.key] = (table, mask)
-        while len(self._masks) > 512:
-            self._masks.popitem(last=False)
-        return mask
+        digest = hashlib.sha1(np.packbits(mask).tobytes()).hexdigest() + f":{len(mask)}"
+        old = self._masks.pop(subset.key, None)
+        self._masks_bytes -= old[1].nbytes if old else 0
+        self._masks[subset.key] = entry = (table, mask, digest)
+        self._masks_bytes += mask.nbytes
+        while self._masks_bytes > self.cache_bytes and len(self._masks) > 1:
+            _, (_, dropped, _) = self._masks.popitem(last=False)
+            self._masks_bytes -= dropped.nbytes
+        return entry
 
     def indices(self, item: str | Subset) -> np.ndarray:
         return np.flatnonzero(self.mask(item))
@@ -975,16 +1011,17 @@ class Subsets:
         """Per-neuron mean, fraction active (> ``threshold``) and std of many subsets at one layer.
 
         ``items`` are subset names or `Subset` objects (default: every named subset). One chunked
-        pass over the layer's memory map serves all rows not already cached; the cache is keyed by
-        the definitions, the threshold and the store's state, so redefining a subset or a store
-        that grew or was rewritten is recomputed.
+        pass over the layer's memory map serves all rows not already cached. A row is cached under
+        the members it covers (a digest of its mask), the layer file's size and mtime and the
+        threshold: a redefined subset, or a store that grew or was rewritten, is recomputed.
         """
         stats = _check_stats(stats)
         subsets = [self._resolve(item) for item in (self.names if items is None else items)]
         activations = self.store.activations(layer)
         n, n_neurons = activations.shape
         state = (layer, n, _layer_signature(activations), float(threshold))
-        keys = [(state, s.key) for s in subsets]
+        memberships = [self._membership(s) for s in subsets]
+        keys = [(state, digest) for _, _, digest in memberships]
         found = {}
         for key in keys:
             entry = self._rows.get(key)
@@ -993,8 +1030,8 @@ class Subsets:
                 self._rows.move_to_end(key)
         missing = [key for key in dict.fromkeys(keys) if key not in found]
         if missing:
-            wanted = dict(zip(keys, subsets))
-            masks = np.stack([self.mask(wanted[key]) for key in missing])
+            mask_of = {key: mask for key, (_, mask, _) in zip(keys, memberships)}
+            masks = np.stack([mask_of[key] for key in missing])
             computed = aggregate_masks(activations, masks, stats=stats, threshold=threshold,
                                        chunk_bytes=self.chunk_bytes)
             for i, key in enumerate(missing):
@@ -1023,6 +1060,7 @@ class Subsets:
         """Forget aggregated rows (and, unless ``masks=False``, evaluated memberships)."""
         if masks:
             self._masks.clear()
+            self._masks_bytes = 0
         self._rows.clear()
         self._rows_bytes = 0
 

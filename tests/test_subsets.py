@@ -108,6 +108,8 @@ def test_score_and_output_functions(store, subsets):
     ("score('cow') > 0.1", r"Unknown class 'cow'"),
     ("score(7) > 0.1", r"Class 7 is out of range"),
     ("score() > 0.1", r"takes one class"),
+    ("age > 9 ** 9 ** 9", r"Exponents above 64"),
+    ("topic == 'a' * 1000000000", r"Repeating text"),
 ])
 def test_bad_expressions_are_clear_errors_and_save_nothing(store, subsets, expression, message):
     subsets.add("kept", "age > 1")
@@ -229,6 +231,11 @@ def test_corrupt_file_is_a_clear_error_and_left_alone(store, subsets):
     path.write_text(json.dumps({"format": "activis.subsets", "version": 99, "subsets": []}))
     with pytest.raises(SubsetError, match="newer"):
         Subsets(store)
+    damaged = {"format": "activis.subsets", "version": 1,
+               "subsets": [{"name": "x", "definition": {"kind": "and", "parts": [{"kind": "indices"}]}}]}
+    path.write_text(json.dumps(damaged))
+    with pytest.raises(SubsetError, match="Cannot read the saved subsets.*non-negative integers"):
+        Subsets(store)
 
 
 def test_unwritable_store_keeps_subsets_in_memory(store, monkeypatch):
@@ -283,8 +290,14 @@ def test_subset_objects(tmp_path):
     assert Subset.query("label == 1") == s and hash(Subset.query("label == 1")) == hash(s)
     with pytest.raises(SubsetError, match="Cannot parse"):
         Subset.query("label ==")
-    with pytest.raises(SubsetError, match="Unknown subset definition kind"):
-        Subset({"kind": "sql", "expr": "1"})
+    for bad, message in [({"kind": "sql", "expr": "1"}, "Unknown subset definition kind 'sql'"),
+                         ({"kind": "and"}, "non-empty list of parts"),
+                         ({"kind": "or", "parts": [{"kind": "query", "expr": "x >"}]}, "Cannot parse"),
+                         ({"kind": "not", "part": "label == 1"}, "Unknown subset definition kind None"),
+                         ({"kind": "indices", "indices": ["1"]}, "non-negative integers"),
+                         ({"kind": "indices", "indices": [[1]]}, "non-negative integers")]:
+        with pytest.raises(SubsetError, match=message):
+            Subset(bad)
     with pytest.raises(SubsetError, match="non-negative"):
         Subset.from_indices([-3])
     assert Subset.from_indices([]).describe() == "0 chosen instances"

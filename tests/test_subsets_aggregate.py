@@ -144,6 +144,8 @@ def test_cache_hits_and_invalidation(tmp_path, monkeypatch):
     again = subsets.aggregate("layer", ["true b", "true a"])
     assert calls == [5]  # served from the cache, in the order asked
     np.testing.assert_array_equal(again.mean[1], first.mean[0])
+    subsets.aggregate("layer", [Subset.query("label == 0 or label == 0")])
+    assert calls == [5]  # the same members under another definition: the same row
 
     subsets.add("true a", "label == 0 and confidence > 0.3")  # redefined: its row is recomputed, alone
     redefined = subsets.aggregate("layer")
@@ -160,8 +162,9 @@ def test_cache_hits_and_invalidation(tmp_path, monkeypatch):
     assert calls == [5, 1, 5, 5]
 
     small = Subsets(store, cache_bytes=3 * 37 * 4 * 2)  # room for two rows: older ones are dropped
-    small.aggregate("layer", ["true a", "true b", "true c"])
-    assert len(small._rows) == 2
+    result = small.aggregate("layer", ["true a", "true b", "true c"])
+    assert len(small._rows) == 2 and result.mean.shape == (3, 37)
+    assert small._masks_bytes <= max(small.cache_bytes, store.n_instances)
 
 
 def test_cache_follows_a_growing_and_rewritten_store(tmp_path):
