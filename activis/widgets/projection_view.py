@@ -1,0 +1,359 @@
+"""ProjectionView: every instance on a 2D map of its activations at one layer, coloured and linkable."""
+
+from __future__ import annotations
+
+import colorsys
+import threading
+
+import numpy as np
+import pandas as pd
+import traitlets
+
+from ..projection import ProjectionJob, Projector, instance_rows
+from ._arrays import array_serialization
+from ._base import View, bundle
+
+MISSING = 255  # colour code of instances without a value (unlabelled, NaN metadata)
+MISSING_COLOR = "#9e9e9e"
+MAX_CATEGORIES = 60  # more distinct values: the most frequent 59 and "other"
+CONTINUOUS_LEVELS = 255
+_CATEGORICAL_MAX_UNIQUE = 12  # a numeric column with more distinct values is drawn as continuous
+
+# Tableau 10 and its light companions, then well-spread hues for long category lists
+_BASE = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7", "#9c755f",
+         "#bab0ac", "#a0cbe8", "#ffbe7d", "#ff9d9a", "#86bcb6", "#8cd17d", "#f1ce63", "#d4a6c8", "#fabfd2",
+         "#d37295", "#79706e"]
+_VIRIDIS = ["#440154", "#482878", "#3e4989", "#31688e", "#26828e", "#1f9e89", "#35b779", "#6ece58", "#b5de2b",
+            "#fde725"]
+_DIVERGING = ["#2166ac", "#4393c3", "#92c5de", "#d1e5f0", "#f7f7f7", "#fddbc7", "#f4a582", "#d6604d", "#b2182b"]
+_CORRECT_COLORS = ["#8da0cb", "#e6550d"]  # correct: quiet blue; misclassified: loud orange
+
+
+def categorical_colors(k: int) -> list[str]:
+    """``k`` distinguishable colours: Tableau 20 first, then golden-angle hues."""
+    out = list(_BASE[:k])
+    for i in range(len(out), k):
+        r, g, b = colorsys.hls_to_rgb((i * 0.618034) % 1.0, 0.45 + 0.15 * (i % 3) / 2, 0.65)
+        out.append(f"#{round(r * 255):02x}{round(g * 255):02x}{round(b * 255):02x}")
+    return out
+
+
+def _ramp(anchors: list[str], levels: int) -> list[str]:
+    rgb = np.array([[int(c[i:i + 2], 16) for i in (1, 3, 5)] for c in anchors], dtype=float)
+    t = np.linspace(0, len(anchors) - 1, levels)
+    lo = np.minimum(t.astype(int), len(anchors) - 2)
+    mixed = rgb[lo] + (rgb[lo + 1] - rgb[lo]) * (t - lo)[:, None]
+    return [f"#{int(round(r)):02x}{int(round(g)):02x}{int(round(b)):02x}" for r, g, b in mixed]
+
+
+def color_encoding(store, color_by: str, *, layer: str | None = None, neuron: int = 0,
+                   rows: np.ndarray | None = None) -> tuple[np.ndarray, list[str], dict]:
+    """Colour codes (uint8 per instance), the palette (code -> CSS colour) and a legend description.
+
+    ``color_by`` is "label", "pred", "correct", "neuron" (the activation of ``neuron`` at
+    ``layer``, continuous) or any column of ``store.instances``. One byte per instance crosses to
+    the browser whatever the encoding; continuous values are quantised to 255 levels (the tooltip
+    shows exact values). Other views can use this to colour instances the same way.
+    """
+    table = store.instances if rows is None else store.instances.iloc[rows]
+    names = store.class_names
+    if color_by in ("label", "pred"):
+        values = table[color_by].to_numpy()
+        k = max(len(names), int(values.max()) + 1 if len(values) else 0)
+        labels = [names[i] if i < len(names) else str(i) for i in range(k)]
+        title = "true class" if color_by == "label" else "prediction"
+        return _categorical(np.where(values >= 0, values, -1), labels, title)
+    if color_by == "correct":
+        labelled = table["label"].to_numpy() >= 0
+        values = np.where(labelled, (~table["correct"].to_numpy()).astype(int), -1)
+        codes, _, legend = _categorical(values, ["correct", "misclassified"], "correct / misclassified")
+        return codes, _CORRECT_COLORS + [MISSING_COLOR] * (256 - len(_CORRECT_COLORS)), legend
+    if color_by == "neuron":
+        if layer is None:
+            raise ValueError("Colouring by neuron needs a layer.")
+        acts = store.activations(layer)
+        if not 0 <= neuron < acts.shape[1]:
+            raise IndexError(f"Layer {layer!r} has {acts.shape[1]} neurons; neuron {neuron} does not exist.")
+        column = np.asarray(acts[:, neuron] if rows is None else acts[rows, neuron], dtype=np.float64)
+        return _continuous(column, f"neuron {neuron} of {layer}")
+    if color_by not in table.columns:
+        options = ", ".join(color_options(store))
+        raise KeyError(f"Cannot colour by {color_by!r}; choose one of: {options}.")
+    column = table[color_by]
+    if pd.api.types.is_bool_dtype(column) or not pd.api.types.is_numeric_dtype(column) \
+            or column.nunique(dropna=True) <= _CATEGORICAL_MAX_UNIQUE:
+        codes, uniques = pd.factorize(column, sort=True)
+        return _categorical(codes, [str(u) for u in uniques], color_by)
+    return _continuous(column.to_numpy(dtype=np.float64, na_value=np.nan), color_by)
+
+
+def color_options(store) -> list[str]:
+    """What a view can colour by for this store."""
+    skip = {"label", "pred", "correct", "label_name", "pred_name"}
+    return ["label", "pred", "correct", "neuron"] + [c for c in store.instances.columns if c not in skip]
+
+
+def _categorical(values: np.ndarray, labels: list[str], title: str) -> tuple[np.ndarray, list[str], dict]:
+    values = np.asarray(values, dtype=np.int64)
+    valid = values >= 0
+    counts = np.bincount(values[valid], minlength=len(labels))
+    if len(labels) > MAX_CATEGORIES:  # keep the most frequent, fold the rest into "other"
+        keep = np.argsort(-counts, kind="stable")[: MAX_CATEGORIES - 1]
+        remap = np.full(len(labels), MAX_CATEGORIES - 1)
+        remap[keep] = np.arange(len(keep))
+        values = np.where(valid, remap[np.where(valid, values, 0)], -1)
+        labels = [labels[i] for i in keep] + [f"other ({len(counts) - len(keep)} values)"]
+        counts = np.bincount(values[valid], minlength=len(labels))
+    codes = np.where(valid, values, MISSING).astype(np.uint8)
+    palette = categorical_colors(len(labels)) + [MISSING_COLOR] * (256 - len(labels))
+    entries = [{"code": i, "label": labels[i], "count": int(counts[i])} for i in range(len(labels)) if counts[i]]
+    missing = int((~valid).sum())
+    if missing:
+        entries.append({"code": MISSING, "label": "missing", "count": missing})
+    return codes, palette, {"kind": "categorical", "title": title, "entries": entries}
+
+
+def _continuous(values: np.ndarray, title: str) -> tuple[np.ndarray, list[str], dict]:
+    """Quantise to 255 levels (clipped to the 0.5-99.5th percentiles when the tails are long).
+
+    Values of both signs get a diverging scale centred on 0 (a ReLU-free activation: negative blue,
+    positive red); otherwise viridis.
+    """
+    finite = np.isfinite(values)
+    codes = np.full(len(values), MISSING, dtype=np.uint8)
+    legend = {"kind": "continuous", "title": title, "missing": int((~finite).sum())}
+    if not finite.any():
+        legend["domain"] = [0.0, 0.0]
+        return codes, _ramp(_VIRIDIS, CONTINUOUS_LEVELS) + [MISSING_COLOR], legend
+    v = values[finite]
+    lo, hi = float(v.min()), float(v.max())
+    p_lo, p_hi = (float(x) for x in np.percentile(v, [0.5, 99.5]))
+    if p_hi > p_lo and hi - lo > 1.5 * (p_hi - p_lo):  # long tails would wash out the rest
+        lo, hi = p_lo, p_hi
+    diverging = lo < 0 < hi
+    if diverging:
+        lo, hi = -max(-lo, hi), max(-lo, hi)
+    span = (hi - lo) or 1.0
+    codes[finite] = np.clip(np.round((v - lo) / span * (CONTINUOUS_LEVELS - 1)), 0, CONTINUOUS_LEVELS - 1)
+    legend["domain"] = [lo, hi]
+    legend["scale"] = "diverging" if diverging else "sequential"
+    if lo > v.min() or hi < v.max():
+        legend["note"] = f"(clipped; full range {v.min():.4g} to {v.max():.4g})"
+    ramp = _ramp(_DIVERGING if diverging else _VIRIDIS, CONTINUOUS_LEVELS)
+    return codes, ramp + [MISSING_COLOR], legend
+
+
+def _int32_or_none(indices) -> np.ndarray | None:
+    if indices is None:
+        return None
+    arr = np.asarray(indices)
+    if arr.dtype == bool:
+        arr = np.flatnonzero(arr)
+    return np.unique(arr.astype(np.int64)).astype(np.int32)
+
+
+class ProjectionView(View):
+    """Every instance as a dot on a 2D map (PCA, UMAP or t-SNE) of its activations at ``layer``.
+
+    The PCA layout appears at once; UMAP / t-SNE run in the background with a progress bar, and the
+    view moves to their layout when it is ready. Colour by ``color_by`` ("label", "pred",
+    "correct", "neuron" with ``neuron``, or any instance column), always with a legend. Hover shows
+    an instance; click selects one; Lasso / Box (or shift-drag) select a set: ``selected_indices``
+    (int32 instance indices). ``highlight(indices)`` rings instances on top without resending
+    positions; ``filter_indices`` fades everything outside a set (for cross-filtering).
+    """
+
+    _esm = bundle("projection_view")
+
+    layer = traitlets.Unicode("").tag(sync=True)
+    layers = traitlets.List(traitlets.Unicode()).tag(sync=True)
+    method = traitlets.Unicode("umap").tag(sync=True)
+    shown_method = traitlets.Unicode("").tag(sync=True)
+    positions = traitlets.Any(None).tag(sync=True, **array_serialization)
+    instance_ids = traitlets.Any(None).tag(sync=True, **array_serialization)
+
+    color_by = traitlets.Unicode("label").tag(sync=True)
+    color_options = traitlets.List(traitlets.Unicode()).tag(sync=True)
+    neuron = traitlets.Int(0).tag(sync=True)
+    n_neurons = traitlets.Int(0).tag(sync=True)
+    color_codes = traitlets.Any(None).tag(sync=True, **array_serialization)
+    palette = traitlets.List(traitlets.Unicode()).tag(sync=True)
+    legend = traitlets.Dict().tag(sync=True)
+    point_size = traitlets.Float(0.0).tag(sync=True)  # css px; 0 picks by the number of points
+
+    status = traitlets.Unicode("").tag(sync=True)
+    stage = traitlets.Unicode("").tag(sync=True)
+    progress = traitlets.Float(0.0).tag(sync=True)
+    error = traitlets.Unicode("").tag(sync=True)
+
+    selected_indices = traitlets.Any(None).tag(sync=True, **array_serialization)
+    highlighted_indices = traitlets.Any(None).tag(sync=True, **array_serialization)
+    filter_indices = traitlets.Any(None).tag(sync=True, **array_serialization)
+    hovered_index = traitlets.Int(-1).tag(sync=True)
+    hover_details = traitlets.Dict().tag(sync=True)
+    lasso = traitlets.Any(None).tag(sync=True, **array_serialization)  # last lasso/box, layout coordinates
+
+    def __init__(self, store, layer: str | None = None, method: str = "umap", *, color_by: str = "label",
+                 neuron: int = 0, instances=None, projector: Projector | None = None,
+                 params: dict | None = None, **kwargs):
+        if not store.layers:
+            raise ValueError("This store has no captured layers to project.")
+        self._store = store
+        self._owns_projector = projector is None
+        self._projector = projector or Projector(store)
+        self._params = dict(params or {})
+        self._job: ProjectionJob | None = None
+        self._unsubscribe = None
+        self._lock = threading.RLock()
+        rows = instance_rows(instances, store.n_instances)
+        self._rows = rows
+        layer = layer or store.layers[-1]
+        store.activations(layer)  # a clear KeyError naming the captured layers
+        super().__init__(layers=store.layers, layer=layer, method=method, color_by=color_by, neuron=neuron,
+                         color_options=color_options(store),
+                         instance_ids=None if rows is None else rows.astype(np.int32), **kwargs)
+        self._recolor()
+        self.observe(self._on_projection_change, ["layer", "method"])
+        self.observe(self._on_color_change, ["color_by", "neuron"])
+        self.observe(self._on_hover, ["hovered_index"])
+        self._request()
+
+    # ------------------------------------------------------------------ public
+    @property
+    def store(self):
+        return self._store
+
+    @property
+    def projector(self) -> Projector:
+        return self._projector
+
+    @property
+    def job(self) -> ProjectionJob | None:
+        """The projection job behind what is shown (or being computed)."""
+        return self._job
+
+    @property
+    def selection(self) -> np.ndarray:
+        """Selected instance indices (sorted int32; empty when nothing is selected)."""
+        return np.zeros(0, np.int32) if self.selected_indices is None else np.asarray(self.selected_indices)
+
+    def select(self, indices) -> None:
+        """Select instances (indices or a boolean mask over all instances); None clears."""
+        self.selected_indices = self._checked(indices)
+
+    def highlight(self, indices) -> None:
+        """Ring these instances on top of the map (positions are not resent); None clears."""
+        self.highlighted_indices = self._checked(indices)
+
+    def filter(self, indices) -> None:
+        """Fade every instance outside ``indices``; None shows all."""
+        self.filter_indices = self._checked(indices)
+
+    def refresh(self) -> None:
+        """Re-read a store that is still being captured and project its new instances."""
+        self._store.reload()
+        self._recolor()
+        self._request()
+
+    def close(self):
+        if self._owns_projector:
+            self._projector.cancel()
+        if self._unsubscribe:
+            self._unsubscribe()
+        super().close()
+
+    # ------------------------------------------------------------------ projection
+    def _checked(self, indices) -> np.ndarray | None:
+        arr = _int32_or_none(indices)
+        n = self._store.n_instances
+        if arr is not None and arr.size and (arr[0] < 0 or arr[-1] >= n):
+            raise IndexError(f"Instance indices must lie in [0, {n}); got {arr[0]}..{arr[-1]}.")
+        return arr
+
+    def _on_projection_change(self, change) -> None:
+        try:
+            self._request()
+        except Exception:  # an unknown layer or method: keep showing what is shown, then say why
+            self.set_trait(change["name"], change["old"])
+            raise
+        if change["name"] == "layer":
+            if self.neuron >= self.n_neurons:
+                self.neuron = 0  # recolours through its observer
+            elif self.color_by == "neuron":
+                self._recolor()
+
+    def _request(self) -> None:
+        with self._lock:
+            params = self._params if self.method != "pca" else {}
+            job = self._projector.request(self.layer, self.method, instances=self._rows, **params)
+            if job is self._job:
+                return
+            if self._unsubscribe:
+                self._unsubscribe()
+            self._job = job
+            self.n_neurons = int(self._store.activations(self.layer).shape[1])
+            self.error = ""
+            self.shown_method = ""
+            self._unsubscribe = job.on_change(self._on_job)
+        self._on_job(job)
+
+    def _on_job(self, job: ProjectionJob) -> None:
+        """Mirror the job in the view; runs in the job's thread, so only the current job counts."""
+        with self._lock:
+            if job is not self._job:
+                return
+            with self.hold_sync():
+                if job.status == "done" and self.shown_method != job.method:
+                    self.positions = job.positions
+                    self.shown_method = job.method
+                elif job.preview is not None and not self.shown_method:
+                    self.positions = job.preview
+                    self.shown_method = "pca"
+                self.status, self.stage, self.progress = job.status, job.stage, float(job.progress)
+                if job.status == "failed":
+                    self.error = f"{job.method.upper()} failed: {job.error}"
+
+    # ------------------------------------------------------------------ colour and hover
+    def _on_color_change(self, change) -> None:
+        try:
+            self._recolor()
+        except (KeyError, IndexError, ValueError):
+            # keep the view consistent with what it shows, then tell the user
+            self.set_trait(change["name"], change["old"])
+            raise
+
+    def _recolor(self) -> None:
+        codes, palette, legend = color_encoding(self._store, self.color_by, layer=self.layer, neuron=self.neuron,
+                                                rows=self._rows)
+        with self._lock, self.hold_sync():
+            self.palette = palette
+            self.legend = legend
+            self.color_codes = codes
+
+    def _on_hover(self, change) -> None:
+        index = change["new"]
+        if index < 0 or index >= self._store.n_instances:
+            return
+        row = self._store.instances.iloc[index]
+        fields = []
+        names = {"label_name": "true class", "pred_name": "prediction", "confidence": "confidence",
+                 "correct": "correct"}
+        if "label_name" not in row.index:
+            names = {"label": "true class", "pred": "prediction", **names}
+        for column, title in names.items():
+            if column in row.index:
+                fields.append([title, _short(row[column])])
+        if self.color_by == "neuron":
+            value = float(self._store.activations(self.layer)[index, self.neuron])
+            fields.append([f"neuron {self.neuron}", f"{value:.4g}"])
+        skip = {"label", "pred", "label_name", "pred_name", "confidence", "correct"}
+        fields += [[str(c), _short(row[c])] for c in row.index if c not in skip]
+        self.hover_details = {"index": int(index), "fields": fields}
+
+
+def _short(value, limit: int = 80) -> str:
+    if isinstance(value, float | np.floating):
+        text = f"{value:.4g}"
+    else:
+        text = str(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -1,0 +1,855 @@
+// ProjectionView: every instance as a dot on a 2D map of its activations (PCA, UMAP or t-SNE).
+// Points are rasterised into an ImageData buffer by our own loop: headless Chromium here has no
+// GPU (WebGL would fall back to software), and a Canvas2D pixel loop draws 100,000 points in a
+// few milliseconds on any browser (measured in the page: data-draw-ms, data-highlight-ms).
+// Positions and colour codes arrive as binary buffers; names from the data are set as text only.
+import { applyTheme } from "./common/theme.js";
+import { h, makeTooltip, formatCount } from "./common/dom.js";
+import { decodeArray } from "./common/arrays.js";
+
+const CSS = `
+.activis-projection .av-proj-box { display: flex; flex-direction: column; }
+.activis-projection .av-proj-frame { position: relative; flex: 1 1 auto; min-height: 120px; overflow: hidden;
+  border: 1px solid var(--av-border-soft); touch-action: none; user-select: none; outline: none; }
+.activis-projection .av-proj-frame canvas { position: absolute; left: 0; top: 0; }
+.activis-projection .av-proj-progress { position: absolute; left: 0; top: 0; height: 3px; width: 0;
+  background: var(--av-accent); transition: width 0.15s; pointer-events: none; }
+.activis-projection .av-proj-message { position: absolute; inset: 0; display: flex; align-items: center;
+  justify-content: center; text-align: center; padding: 16px; color: var(--av-fg-muted); pointer-events: none;
+  white-space: pre-wrap; }
+.activis-projection .av-proj-message[data-error="true"] { color: var(--av-warn); }
+.activis-projection .av-proj-info { color: var(--av-fg-muted); margin-left: auto; white-space: nowrap; }
+.activis-projection .av-proj-legend { max-height: 4.6em; overflow-y: auto; padding: 4px 0 0; }
+.activis-projection .av-proj-legend .entry { cursor: pointer; white-space: nowrap; }
+.activis-projection .av-proj-legend .entry:hover { color: var(--av-fg); text-decoration: underline; }
+.activis-projection .av-proj-legend .title { font-weight: 600; color: var(--av-fg); }
+.activis-projection .av-proj-gradient { width: 160px; height: 10px; vertical-align: middle;
+  border: 1px solid var(--av-border-soft); }
+.activis-projection .av-proj-neuron { width: 5em; }
+`;
+
+const METHOD_LABELS = { pca: "PCA", umap: "UMAP", tsne: "t-SNE" };
+const COLOR_LABELS = { label: "true class", pred: "prediction", correct: "correct / misclassified", neuron: "neuron activation" };
+const MARGIN = 12; // css px around the fitted layout
+const ANIMATE_MS = 600;
+const ANIMATE_MAX_POINTS = 300_000;
+
+let styleAdded = false;
+function addStyle() {
+  if (styleAdded || document.getElementById("activis-projection-style")) return;
+  document.head.appendChild(h("style", { id: "activis-projection-style", text: CSS }));
+  styleAdded = true;
+}
+
+// ------------------------------------------------------------------ colours
+let probeCtx = null;
+const parsed = new Map();
+/** Any CSS colour as [r, g, b, a] bytes (the browser parses it). */
+function cssRGBA(color) {
+  if (parsed.has(color)) return parsed.get(color).slice();
+  if (!probeCtx) {
+    const c = document.createElement("canvas");
+    c.width = c.height = 1;
+    probeCtx = c.getContext("2d", { willReadFrequently: true });
+  }
+  probeCtx.clearRect(0, 0, 1, 1);
+  probeCtx.fillStyle = "#000";
+  probeCtx.fillStyle = color;
+  probeCtx.fillRect(0, 0, 1, 1);
+  const rgba = Array.from(probeCtx.getImageData(0, 0, 1, 1).data);
+  if (parsed.size < 4096) parsed.set(color, rgba);
+  return rgba.slice();
+}
+
+// ImageData is RGBA in memory: as little-endian uint32 that is 0xAABBGGRR
+const pack = (r, g, b, a = 255) => ((a << 24) | (b << 16) | (g << 8) | r) >>> 0;
+function mix(rgb, bg, t) {
+  return pack(...[0, 1, 2].map((i) => Math.round(rgb[i] * t + bg[i] * (1 - t))));
+}
+
+// ------------------------------------------------------------------ geometry
+/** Even-odd point in polygon; poly is a flat [x0, y0, x1, y1, ...] array in data coordinates. */
+function insidePolygon(x, y, poly) {
+  let inside = false;
+  const m = poly.length / 2;
+  for (let i = 0, j = m - 1; i < m; j = i++) {
+    const xi = poly[2 * i], yi = poly[2 * i + 1], xj = poly[2 * j], yj = poly[2 * j + 1];
+    if ((yi > y) !== (yj > y) && x < ((xj - xi) * (y - yi)) / (yj - yi) + xi) inside = !inside;
+  }
+  return inside;
+}
+
+/** Offsets of a filled disc (or square for tiny sizes) of `size` device pixels. */
+function stampOffsets(size) {
+  const out = [];
+  const r = size / 2;
+  const lo = -Math.floor((size - 1) / 2);
+  for (let dy = lo; dy < lo + size; dy++) {
+    for (let dx = lo; dx < lo + size; dx++) {
+      const cx = dx - lo + 0.5 - r, cy = dy - lo + 0.5 - r;
+      if (size <= 3 || cx * cx + cy * cy <= r * r + 0.25) out.push(dx, dy);
+    }
+  }
+  return Int32Array.from(out);
+}
+
+function autoPointSize(n) {
+  if (n <= 2_000) return 6;
+  if (n <= 20_000) return 4;
+  if (n <= 200_000) return 3;
+  if (n <= 600_000) return 2;
+  return 1;
+}
+
+/** A fixed pseudo-random draw order, so that no class is always painted over another. */
+function shuffledOrder(n) {
+  const order = new Uint32Array(n);
+  for (let i = 0; i < n; i++) order[i] = i;
+  let s = 0x9e3779b9;
+  for (let i = n - 1; i > 0; i--) {
+    s ^= s << 13; s ^= s >>> 17; s ^= s << 5;
+    const j = (s >>> 0) % (i + 1);
+    const t = order[i]; order[i] = order[j]; order[j] = t;
+  }
+  return order;
+}
+
+/** Layout normalised into [0, 1]^2 with one scale for both axes (aspect kept), NaN rows stay NaN. */
+function normalise(pos, n) {
+  let x0 = Infinity, x1 = -Infinity, y0 = Infinity, y1 = -Infinity;
+  for (let i = 0; i < n; i++) {
+    const x = pos[2 * i], y = pos[2 * i + 1];
+    if (!(Number.isFinite(x) && Number.isFinite(y))) continue;
+    if (x < x0) x0 = x; if (x > x1) x1 = x; if (y < y0) y0 = y; if (y > y1) y1 = y;
+  }
+  if (x0 > x1) { x0 = x1 = y0 = y1 = 0; }
+  const span = Math.max(x1 - x0, y1 - y0) || 1;
+  const cx = (x0 + x1) / 2, cy = (y0 + y1) / 2;
+  const extent = [Math.max((x1 - x0) / span, 1e-3), Math.max((y1 - y0) / span, 1e-3)];
+  const norm = new Float32Array(2 * n);
+  for (let i = 0; i < n; i++) {
+    norm[2 * i] = (pos[2 * i] - cx) / span + 0.5;
+    norm[2 * i + 1] = (pos[2 * i + 1] - cy) / span + 0.5;
+  }
+  return { norm, cx, cy, span, extent };
+}
+
+/** Uniform grid over the normalised layout for nearest-point queries. */
+function buildGrid(norm, n) {
+  const G = Math.max(1, Math.min(1024, Math.round(Math.sqrt(n / 4))));
+  const cellOf = new Int32Array(n);
+  const start = new Int32Array(G * G + 1);
+  for (let i = 0; i < n; i++) {
+    const x = norm[2 * i], y = norm[2 * i + 1];
+    if (!(x === x && y === y)) { cellOf[i] = -1; continue; }
+    const c = Math.min(G - 1, Math.max(0, Math.floor(y * G))) * G + Math.min(G - 1, Math.max(0, Math.floor(x * G)));
+    cellOf[i] = c;
+    start[c + 1]++;
+  }
+  for (let c = 0; c < G * G; c++) start[c + 1] += start[c];
+  const fill = start.slice(0, G * G);
+  const items = new Int32Array(n);
+  for (let i = 0; i < n; i++) if (cellOf[i] >= 0) items[fill[cellOf[i]]++] = i;
+  return { G, start, items };
+}
+
+function nearestRow(grid, norm, x, y, r) {
+  const { G, start, items } = grid;
+  const cx0 = Math.max(0, Math.floor((x - r) * G)), cx1 = Math.min(G - 1, Math.floor((x + r) * G));
+  const cy0 = Math.max(0, Math.floor((y - r) * G)), cy1 = Math.min(G - 1, Math.floor((y + r) * G));
+  let best = -1, bestD = r * r;
+  for (let cy = cy0; cy <= cy1; cy++) {
+    for (let cx = cx0; cx <= cx1; cx++) {
+      const c = cy * G + cx;
+      for (let k = start[c]; k < start[c + 1]; k++) {
+        const i = items[k];
+        const dx = norm[2 * i] - x, dy = norm[2 * i + 1] - y;
+        const d = dx * dx + dy * dy;
+        if (d <= bestD) { bestD = d; best = i; }
+      }
+    }
+  }
+  return best;
+}
+
+function encodeInt32(rows) {
+  const arr = Int32Array.from(rows);
+  return { dtype: "int32", shape: [arr.length], buffer: new DataView(arr.buffer) };
+}
+
+// ------------------------------------------------------------------ the view
+function render({ model, el }) {
+  addStyle();
+  applyTheme(el);
+  el.classList.add("activis-projection");
+
+  // toolbar
+  const layerSelect = h("select", { title: "Layer whose activations are projected", "data-role": "layer" });
+  const methodSelect = h("select", { title: "Projection method", "data-role": "method" });
+  for (const [value, label] of Object.entries(METHOD_LABELS)) methodSelect.appendChild(h("option", { value, text: label }));
+  const colorSelect = h("select", { title: "Colour points by", "data-role": "color" });
+  const neuronInput = h("input", { type: "number", min: "0", step: "1", className: "av-proj-neuron",
+    title: "Neuron whose activation colours the points", "data-role": "neuron" });
+  const modeButtons = {};
+  for (const [mode, label, title] of [["pan", "Pan", "Drag to pan, wheel to zoom (shift-drag lassos)"],
+    ["lasso", "Lasso", "Drag a free shape to select (shift adds)"], ["box", "Box", "Drag a rectangle to select (shift adds)"]]) {
+    modeButtons[mode] = h("button", { text: label, title, "data-mode": mode });
+  }
+  const fitButton = h("button", { text: "Fit", title: "Show all points (or double-click the map)" });
+  const clearButton = h("button", { text: "Clear", title: "Clear the selection (Esc)" });
+  const info = h("span", { className: "av-proj-info" });
+  const toolbar = h("div", { className: "activis-toolbar" }, [
+    layerSelect, methodSelect, colorSelect, neuronInput, modeButtons.pan, modeButtons.lasso, modeButtons.box,
+    fitButton, clearButton, info,
+  ]);
+
+  // map
+  const canvas = h("canvas", { className: "av-proj-points" });
+  const overlay = h("canvas", { className: "av-proj-overlay" });
+  const progressBar = h("div", { className: "av-proj-progress" });
+  const message = h("div", { className: "av-proj-message" });
+  const frame = h("div", { className: "av-proj-frame", tabindex: "0" }, [canvas, overlay, progressBar, message]);
+  const legend = h("div", { className: "activis-legend av-proj-legend" });
+  // the height goes on an inner box: ipywidgets rewrites the root's style from its Layout
+  const box = h("div", { className: "av-proj-box" }, [toolbar, frame, legend]);
+  el.appendChild(box);
+  const tooltip = makeTooltip(el);
+  const ctx = canvas.getContext("2d");
+  const octx = overlay.getContext("2d");
+
+  // state (rows are positions in the arrays; instance ids are what Python sees)
+  let n = 0;
+  let pos = null; // Float32Array of the current target layout (data coordinates)
+  let layout = null; // {norm, cx, cy, span} of the target layout
+  let drawn = null; // Float32Array normalised coordinates being drawn (differs from target while animating)
+  let grid = null;
+  let order = null;
+  let codes = null;
+  let ids = null; // Int32Array row -> instance id, or null when row == id
+  let rowOfId = null;
+  let selected = null; // Uint8Array per row
+  let selectedCount = 0;
+  let inFilter = null; // Uint8Array per row, or null (no filter)
+  let highlighted = new Int32Array(0); // rows
+  let hoveredRow = -1;
+  let palette = new Uint32Array(256), faded = new Uint32Array(256), faint = new Uint32Array(256);
+  let paletteCss = [];
+  let bgRGBA = [255, 255, 255, 255], fgRGBA = [0, 0, 0, 255];
+  let image = null, pixels = null, basePixels = null;
+  let cssW = 0, cssH = 0, dpr = 1;
+  let view = { k: 1, tx: 0, ty: 0 };
+  let mode = "pan";
+  let animation = null;
+  let drawQueued = false;
+  let firstDraw = null; // performance.now() when the first layout arrived, until it is drawn
+
+  // ---------------------------------------------------------------- transforms
+  function fitTransform() {
+    // normalised [0,1]^2 -> css px: X = ax * nx + bx, Y = ay * ny + by; the layout (centred on
+    // 0.5) fills the frame with one scale for both axes
+    const [ex, ey] = layout ? layout.extent : [1, 1];
+    const s0 = Math.max(1, Math.min((cssW - 2 * MARGIN) / ex, (cssH - 2 * MARGIN) / ey));
+    const ox = cssW / 2 - s0 / 2, oy = cssH / 2 - s0 / 2;
+    return { ax: s0 * view.k, bx: ox * view.k + view.tx, ay: -s0 * view.k, by: (oy + s0) * view.k + view.ty };
+  }
+
+  function dataTransform() {
+    // data coordinates -> css px of the target layout (exposed for tests and linking)
+    const t = fitTransform();
+    if (!layout) return t;
+    const { cx, cy, span } = layout;
+    return { ax: t.ax / span, bx: t.bx + t.ax * (0.5 - cx / span), ay: t.ay / span, by: t.by + t.ay * (0.5 - cy / span) };
+  }
+
+  function cssToData(X, Y) {
+    const t = dataTransform();
+    return [(X - t.bx) / t.ax, (Y - t.by) / t.ay];
+  }
+
+  function pointSize() {
+    const base = model.get("point_size") || autoPointSize(n);
+    return Math.max(1, Math.round(base * Math.min(4, Math.sqrt(view.k)) * dpr));
+  }
+
+  // ---------------------------------------------------------------- colours
+  function readTheme() {
+    const style = getComputedStyle(el);
+    bgRGBA = cssRGBA(style.getPropertyValue("--av-bg").trim() || "#fff");
+    fgRGBA = cssRGBA(style.getPropertyValue("--av-fg").trim() || "#111");
+    bgRGBA[3] = 255;
+    const accent = style.getPropertyValue("--av-accent").trim() || "#1976d2";
+    paletteCss = model.get("palette") || [];
+    palette = new Uint32Array(256); faded = new Uint32Array(256); faint = new Uint32Array(256);
+    for (let c = 0; c < 256; c++) {
+      const rgb = cssRGBA(paletteCss[c] || accent);
+      palette[c] = pack(rgb[0], rgb[1], rgb[2]);
+      faded[c] = mix(rgb, bgRGBA, 0.22);
+      faint[c] = mix(rgb, bgRGBA, 0.07);
+    }
+  }
+
+  function colorSignature() {
+    // FNV-1a over every point's colour: changes whenever what is drawn changes colour
+    let hsh = 0x811c9dc5;
+    if (!codes) return "0";
+    for (let i = 0; i < n; i++) {
+      hsh ^= palette[codes[i]];
+      hsh = Math.imul(hsh, 16777619) >>> 0;
+    }
+    return hsh.toString(16);
+  }
+
+  // ---------------------------------------------------------------- drawing
+  function resize() {
+    const w = Math.max(1, frame.clientWidth), hgt = Math.max(1, frame.clientHeight); // inside the border
+    dpr = window.devicePixelRatio || 1;
+    if (w === cssW && hgt === cssH && image && image.width === Math.round(w * dpr)) return false;
+    cssW = w; cssH = hgt;
+    for (const c of [canvas, overlay]) {
+      c.width = Math.round(w * dpr);
+      c.height = Math.round(hgt * dpr);
+      c.style.width = `${w}px`;
+      c.style.height = `${hgt}px`;
+    }
+    image = ctx.createImageData(canvas.width, canvas.height);
+    pixels = new Uint32Array(image.data.buffer);
+    basePixels = new Uint32Array(pixels.length);
+    return true;
+  }
+
+  function stampAll(rows, count, colorOf, size) {
+    // rasterise `count` rows (an index array) with squares/discs of `size` device px
+    const W = canvas.width, H = canvas.height;
+    const t = fitTransform();
+    const ax = t.ax * dpr, bx = t.bx * dpr, ay = t.ay * dpr, by = t.by * dpr;
+    const offs = stampOffsets(size);
+    const m = offs.length;
+    const px = pixels, nm = drawn;
+    for (let o = 0; o < count; o++) {
+      const i = rows[o];
+      const x = Math.round(ax * nm[2 * i] + bx), y = Math.round(ay * nm[2 * i + 1] + by);
+      if (!(x > -size && x < W + size && y > -size && y < H + size)) continue; // also skips NaN
+      const col = colorOf(i);
+      if (col === 0) continue;
+      if (m === 2) {
+        if (x >= 0 && x < W && y >= 0 && y < H) px[y * W + x] = col;
+        continue;
+      }
+      for (let k = 0; k < m; k += 2) {
+        const xx = x + offs[k], yy = y + offs[k + 1];
+        if (xx >= 0 && xx < W && yy >= 0 && yy < H) px[yy * W + xx] = col;
+      }
+    }
+  }
+
+  function drawBase() {
+    if (!image) return;
+    const t0 = performance.now();
+    pixels.fill(pack(...bgRGBA));
+    let visible = 0;
+    if (drawn && n) {
+      const size = pointSize();
+      const code = codes && codes.length === n ? codes : null;
+      const anySel = selectedCount > 0;
+      const layered = anySel || inFilter;
+      const front = (i) => (!inFilter || inFilter[i]) && (!anySel || selected[i]);
+      // back layer: points outside the selection (faded) or the filter (faint); front: the rest
+      if (layered) {
+        stampAll(order, n, (i) => (front(i) ? 0 : (inFilter && !inFilter[i] ? faint : faded)[code ? code[i] : 255]), size);
+      }
+      stampAll(order, n, (i) => (layered && !front(i) ? 0 : palette[code ? code[i] : 255]), size);
+      for (let i = 0; i < n; i++) if (drawn[2 * i] === drawn[2 * i]) visible++;
+    }
+    basePixels.set(pixels);
+    el.dataset.points = String(visible);
+    el.dataset.drawMs = (performance.now() - t0).toFixed(2);
+    drawHighlights(false);
+    el.dataset.rendered = String(Number(el.dataset.rendered || 0) + 1);
+    if (firstDraw !== null && drawn) {
+      el.dataset.firstDrawMs = (performance.now() - firstDraw).toFixed(1);
+      firstDraw = null;
+    }
+    el.dataset.view = JSON.stringify(dataTransform());
+  }
+
+  function drawHighlights(fromBase = true) {
+    // highlighted instances on top: a ring in the text colour around the point's own colour
+    if (!image) return;
+    const t0 = performance.now();
+    if (fromBase) pixels.set(basePixels);
+    if (highlighted.length && drawn) {
+      const size = pointSize();
+      const ring = pack(...fgRGBA);
+      const code = codes && codes.length === n ? codes : null;
+      stampAll(highlighted, highlighted.length, () => ring, size + 4);
+      stampAll(highlighted, highlighted.length, (i) => palette[code ? code[i] : 255], size + 1);
+    }
+    ctx.putImageData(image, 0, 0);
+    el.dataset.highlighted = String(highlighted.length);
+    if (fromBase) el.dataset.highlightMs = (performance.now() - t0).toFixed(2);
+  }
+
+  function drawOverlay(path = null, closed = false) {
+    octx.setTransform(dpr, 0, 0, dpr, 0, 0);
+    octx.clearRect(0, 0, cssW, cssH);
+    const accent = getComputedStyle(el).getPropertyValue("--av-accent").trim() || "#1976d2";
+    if (hoveredRow >= 0 && drawn) {
+      const t = fitTransform();
+      const x = t.ax * drawn[2 * hoveredRow] + t.bx, y = t.ay * drawn[2 * hoveredRow + 1] + t.by;
+      octx.beginPath();
+      octx.arc(x, y, pointSize() / dpr / 2 + 4, 0, 2 * Math.PI);
+      octx.lineWidth = 2;
+      octx.strokeStyle = accent;
+      octx.stroke();
+    }
+    if (path && path.length >= 2) {
+      octx.beginPath();
+      octx.moveTo(path[0][0], path[0][1]);
+      for (const [x, y] of path.slice(1)) octx.lineTo(x, y);
+      if (closed) octx.closePath();
+      octx.lineWidth = 1.5;
+      octx.setLineDash([5, 4]);
+      octx.strokeStyle = accent;
+      octx.stroke();
+      octx.setLineDash([]);
+    }
+  }
+
+  function scheduleDraw() {
+    if (drawQueued) return;
+    drawQueued = true;
+    requestAnimationFrame(() => {
+      drawQueued = false;
+      drawBase();
+      drawOverlay();
+    });
+  }
+
+  // ---------------------------------------------------------------- data from Python
+  function rowsOfIds(value) {
+    const arr = decodeArray(value);
+    if (!arr) return new Int32Array(0);
+    const out = [];
+    for (const id of arr.data) {
+      const row = rowOfId ? rowOfId.get(id) : id;
+      if (row !== undefined && row >= 0 && row < n) out.push(row);
+    }
+    return Int32Array.from(out);
+  }
+
+  function idOfRow(row) {
+    return ids ? ids[row] : row;
+  }
+
+  function loadIds() {
+    const arr = decodeArray(model.get("instance_ids"));
+    ids = arr ? arr.data : null;
+    rowOfId = null;
+    if (ids) {
+      rowOfId = new Map();
+      for (let r = 0; r < ids.length; r++) rowOfId.set(ids[r], r);
+    }
+  }
+
+  function loadSelection() {
+    selected = new Uint8Array(n);
+    const rows = rowsOfIds(model.get("selected_indices"));
+    for (const r of rows) selected[r] = 1;
+    selectedCount = rows.length;
+    el.dataset.selected = String(selectedCount);
+  }
+
+  function loadFilter() {
+    const value = model.get("filter_indices");
+    if (!value) { inFilter = null; return; }
+    inFilter = new Uint8Array(n);
+    for (const r of rowsOfIds(value)) inFilter[r] = 1;
+  }
+
+  function loadHighlight() {
+    const t0 = performance.now();
+    highlighted = rowsOfIds(model.get("highlighted_indices"));
+    drawHighlights(true);
+    el.dataset.highlightMs = (performance.now() - t0).toFixed(2);
+  }
+
+  function loadCodes() {
+    const arr = decodeArray(model.get("color_codes"));
+    codes = arr ? arr.data : null;
+    readTheme();
+    el.dataset.colorBy = model.get("color_by");
+    el.dataset.colorSignature = colorSignature();
+    renderLegend();
+  }
+
+  function loadPositions() {
+    const arr = decodeArray(model.get("positions"));
+    const newN = arr ? arr.shape[0] : 0;
+    if (firstDraw === null && !drawn && newN) firstDraw = performance.now();
+    const previous = drawn;
+    const animate = previous && newN === n && n > 0 && n <= ANIMATE_MAX_POINTS;
+    if (newN !== n) {
+      n = newN;
+      order = shuffledOrder(n);
+      loadIds();
+      loadSelection();
+      loadFilter();
+      highlighted = rowsOfIds(model.get("highlighted_indices"));
+      hoveredRow = -1;
+    }
+    pos = arr ? arr.data : null;
+    layout = pos ? normalise(pos, n) : null;
+    grid = layout ? buildGrid(layout.norm, n) : null;
+    if (animate) {
+      startAnimation(previous, layout.norm);
+    } else {
+      drawn = layout ? layout.norm : null;
+      scheduleDraw();
+    }
+    updateStatus();
+  }
+
+  function startAnimation(from, to) {
+    if (animation) cancelAnimationFrame(animation.frame);
+    const current = new Float32Array(from); // keep `from` intact while interpolating
+    const t0 = performance.now();
+    el.dataset.animating = "true";
+    const step = () => {
+      const t = Math.min(1, (performance.now() - t0) / ANIMATE_MS);
+      const e = t < 0.5 ? 2 * t * t : 1 - Math.pow(-2 * t + 2, 2) / 2;
+      if (t < 1) {
+        for (let i = 0; i < current.length; i++) current[i] = from[i] + (to[i] - from[i]) * e;
+        drawn = current;
+        drawBase();
+        animation.frame = requestAnimationFrame(step);
+      } else {
+        drawn = to;
+        animation = null;
+        delete el.dataset.animating;
+        drawBase();
+        drawOverlay();
+      }
+    };
+    animation = { frame: requestAnimationFrame(step) };
+  }
+
+  // ---------------------------------------------------------------- legend, toolbar, status
+  function renderLegend() {
+    const spec = model.get("legend") || {};
+    legend.replaceChildren();
+    if (!spec.kind) return;
+    legend.appendChild(h("span", { className: "title", text: spec.title || "" }));
+    if (spec.kind === "categorical") {
+      for (const entry of spec.entries || []) {
+        const item = h("span", { className: "entry", "data-code": String(entry.code),
+          title: "Click to select these points (shift adds)" }, [
+          h("span", { className: "swatch", style: { background: paletteCss[entry.code] || "#888" } }),
+          h("span", { text: `${entry.label} (${formatCount(entry.count)})` }),
+        ]);
+        item.addEventListener("click", (ev) => selectCode(entry.code, ev.shiftKey));
+        legend.appendChild(item);
+      }
+    } else {
+      const bar = h("canvas", { className: "av-proj-gradient", width: "160", height: "10" });
+      const g = bar.getContext("2d");
+      for (let x = 0; x < 160; x++) {
+        g.fillStyle = paletteCss[Math.min(254, Math.floor((x / 159) * 254))] || "#888";
+        g.fillRect(x, 0, 1, 10);
+      }
+      const [lo, hi] = spec.domain || [0, 1];
+      legend.append(h("span", { text: formatValue(lo) }), bar, h("span", { text: formatValue(hi) }));
+      if (spec.note) legend.appendChild(h("span", { text: spec.note }));
+      if (spec.missing) {
+        legend.append(h("span", {}, [h("span", { className: "swatch", style: { background: paletteCss[255] || "#888" } }),
+          h("span", { text: `missing (${formatCount(spec.missing)})` })]));
+      }
+    }
+  }
+
+  function formatValue(v) {
+    if (!Number.isFinite(v)) return String(v);
+    const a = Math.abs(v);
+    return a !== 0 && (a < 1e-3 || a >= 1e5) ? v.toExponential(2) : String(Number(v.toPrecision(4)));
+  }
+
+  function syncToolbar() {
+    const layers = model.get("layers") || [];
+    if (layerSelect.options.length !== layers.length || [...layerSelect.options].some((o, i) => o.value !== layers[i])) {
+      layerSelect.replaceChildren(...layers.map((l) => h("option", { value: l, text: l })));
+    }
+    layerSelect.value = model.get("layer");
+    methodSelect.value = model.get("method");
+    const options = model.get("color_options") || [];
+    if (colorSelect.options.length !== options.length || [...colorSelect.options].some((o, i) => o.value !== options[i])) {
+      colorSelect.replaceChildren(...options.map((c) => h("option", { value: c, text: COLOR_LABELS[c] || c })));
+    }
+    colorSelect.value = model.get("color_by");
+    const isNeuron = model.get("color_by") === "neuron";
+    neuronInput.style.display = isNeuron ? "" : "none";
+    neuronInput.max = String(Math.max(0, model.get("n_neurons") - 1));
+    if (document.activeElement !== neuronInput) neuronInput.value = String(model.get("neuron"));
+    for (const [m, b] of Object.entries(modeButtons)) b.setAttribute("aria-pressed", String(m === mode));
+    el.dataset.mode = mode;
+  }
+
+  function updateStatus() {
+    const status = model.get("status");
+    const progress = model.get("progress");
+    const method = model.get("method");
+    const shown = model.get("shown_method");
+    el.dataset.status = status;
+    el.dataset.progress = String(progress);
+    if (shown && el.dataset.shownMethod !== shown) {
+      el.dataset.shownHistory = [el.dataset.shownHistory, shown].filter(Boolean).join(",");
+    }
+    el.dataset.shownMethod = shown;
+    const running = status === "running" || status === "pending";
+    progressBar.style.width = running ? `${Math.round(progress * 100)}%` : "0";
+    const parts = [`${n.toLocaleString()} points`];
+    if (selectedCount) parts.push(`${selectedCount.toLocaleString()} selected`);
+    if (running) {
+      parts.push(`${METHOD_LABELS[method] || method}: ${model.get("stage") || "starting"} ${Math.round(progress * 100)}%`);
+      if (shown && shown !== method) parts.push(`showing ${METHOD_LABELS[shown] || shown}`);
+    } else if (shown) {
+      parts.push(METHOD_LABELS[shown] || shown);
+    }
+    info.textContent = parts.join(" · ");
+    const error = model.get("error");
+    message.dataset.error = String(Boolean(error));
+    if (error) message.textContent = error;
+    else if (!n) message.textContent = running ? `Computing ${METHOD_LABELS[method] || method} of ${model.get("layer")}…` : "No layout yet.";
+    else message.textContent = "";
+  }
+
+  // ---------------------------------------------------------------- selection
+  function sendSelection(rows, polygon = null) {
+    const sorted = Array.from(rows, idOfRow).sort((a, b) => a - b);
+    model.set("selected_indices", encodeInt32(sorted));
+    if (polygon) {
+      const poly = Float64Array.from(polygon);
+      model.set("lasso", { dtype: "float64", shape: [poly.length / 2, 2], buffer: new DataView(poly.buffer) });
+    }
+    model.save_changes();
+  }
+
+  function currentRows() {
+    const rows = [];
+    if (selected) for (let i = 0; i < n; i++) if (selected[i]) rows.push(i);
+    return rows;
+  }
+
+  function selectPolygon(cssPoints, additive) {
+    if (!pos || cssPoints.length < 3) return;
+    const poly = [];
+    for (const [X, Y] of cssPoints) poly.push(...cssToData(X, Y));
+    let x0 = Infinity, x1 = -Infinity, y0 = Infinity, y1 = -Infinity;
+    for (let k = 0; k < poly.length; k += 2) {
+      x0 = Math.min(x0, poly[k]); x1 = Math.max(x1, poly[k]);
+      y0 = Math.min(y0, poly[k + 1]); y1 = Math.max(y1, poly[k + 1]);
+    }
+    const rows = new Set(additive ? currentRows() : []);
+    for (let i = 0; i < n; i++) {
+      const x = pos[2 * i], y = pos[2 * i + 1];
+      if (x < x0 || x > x1 || y < y0 || y > y1) continue; // also skips NaN
+      if (insidePolygon(x, y, poly)) rows.add(i);
+    }
+    sendSelection(rows, poly);
+  }
+
+  function selectCode(code, additive) {
+    if (!codes) return;
+    const rows = new Set(additive ? currentRows() : []);
+    for (let i = 0; i < n; i++) if (codes[i] === code) rows.add(i);
+    sendSelection(rows);
+  }
+
+  function clickAt(X, Y, additive) {
+    const row = pickRow(X, Y);
+    if (row < 0) {
+      if (!additive) sendSelection([]);
+      return;
+    }
+    const rows = new Set(additive ? currentRows() : []);
+    if (additive && selected[row]) rows.delete(row);
+    else rows.add(row);
+    sendSelection(rows);
+  }
+
+  // ---------------------------------------------------------------- hover
+  function pickRow(X, Y) {
+    if (!grid || !layout) return -1;
+    const t = fitTransform();
+    const nx = (X - t.bx) / t.ax, ny = (Y - t.by) / t.ay;
+    const radius = (Math.max(5, pointSize() / dpr / 2 + 3)) / t.ax;
+    return nearestRow(grid, layout.norm, nx, ny, radius);
+  }
+
+  function tooltipLines(row) {
+    const id = idOfRow(row);
+    const details = model.get("hover_details") || {};
+    const lines = [`#${id}`];
+    if (details.index === id && Array.isArray(details.fields)) {
+      for (const [key, value] of details.fields) lines.push(`${key}: ${value}`);
+    } else {
+      const spec = model.get("legend") || {};
+      const entry = spec.kind === "categorical" && codes ? (spec.entries || []).find((e) => e.code === codes[row]) : null;
+      if (entry) lines.push(`${spec.title}: ${entry.label}`);
+    }
+    return lines;
+  }
+
+  let lastPointer = null;
+  function hoverAt(X, Y) {
+    const row = pickRow(X, Y);
+    lastPointer = [X, Y];
+    if (row !== hoveredRow) {
+      hoveredRow = row;
+      drawOverlay();
+      const id = row >= 0 ? idOfRow(row) : -1;
+      model.set("hovered_index", id);
+      model.save_changes();
+    }
+    el.dataset.hovered = String(hoveredRow >= 0 ? idOfRow(hoveredRow) : -1);
+    if (row >= 0) showTooltip(row, X, Y);
+    else tooltip.hide();
+  }
+
+  function clearHover() {
+    lastPointer = null;
+    tooltip.hide();
+    if (hoveredRow >= 0) {
+      hoveredRow = -1;
+      drawOverlay();
+      model.set("hovered_index", -1);
+      model.save_changes();
+    }
+    el.dataset.hovered = "-1";
+  }
+
+  // ---------------------------------------------------------------- pointer interaction
+  let gesture = null;
+  function localXY(ev) {
+    const box = canvas.getBoundingClientRect();
+    return [ev.clientX - box.left, ev.clientY - box.top];
+  }
+
+  function showTooltip(row, X, Y) {
+    // X, Y are canvas coordinates; the tooltip is positioned inside the view's root
+    const c = canvas.getBoundingClientRect(), r = el.getBoundingClientRect();
+    tooltip.show(tooltipLines(row), X + c.left - r.left, Y + c.top - r.top);
+  }
+
+  frame.addEventListener("pointerdown", (ev) => {
+    if (ev.button !== 0) return;
+    frame.focus({ preventScroll: true });
+    const [X, Y] = localXY(ev);
+    const kind = mode === "box" ? "box" : mode === "lasso" || ev.shiftKey ? "lasso" : "pan";
+    gesture = { kind, start: [X, Y], path: [[X, Y]], moved: false, additive: ev.shiftKey, view: { ...view } };
+    frame.setPointerCapture(ev.pointerId);
+    tooltip.hide();
+  });
+
+  frame.addEventListener("pointermove", (ev) => {
+    const [X, Y] = localXY(ev);
+    if (!gesture) {
+      hoverAt(X, Y);
+      return;
+    }
+    const dx = X - gesture.start[0], dy = Y - gesture.start[1];
+    if (Math.abs(dx) + Math.abs(dy) > 3) gesture.moved = true;
+    if (gesture.kind === "pan") {
+      view = { ...gesture.view, tx: gesture.view.tx + dx, ty: gesture.view.ty + dy };
+      scheduleDraw();
+    } else if (gesture.kind === "lasso") {
+      const last = gesture.path[gesture.path.length - 1];
+      if (Math.hypot(X - last[0], Y - last[1]) >= 2) gesture.path.push([X, Y]);
+      drawOverlay(gesture.path);
+    } else {
+      const [x0, y0] = gesture.start;
+      gesture.path = [[x0, y0], [X, y0], [X, Y], [x0, Y]];
+      drawOverlay(gesture.path, true);
+    }
+  });
+
+  function endGesture(ev) {
+    if (!gesture) return;
+    const g = gesture;
+    gesture = null;
+    if (frame.hasPointerCapture(ev.pointerId)) frame.releasePointerCapture(ev.pointerId);
+    const [X, Y] = localXY(ev);
+    if (!g.moved) clickAt(X, Y, g.additive);
+    else if (g.kind === "lasso") selectPolygon(g.path, g.additive);
+    else if (g.kind === "box") selectPolygon(g.path, g.additive);
+    drawOverlay();
+  }
+  frame.addEventListener("pointerup", endGesture);
+  frame.addEventListener("pointercancel", () => { gesture = null; drawOverlay(); });
+  frame.addEventListener("pointerleave", () => { if (!gesture) clearHover(); });
+
+  frame.addEventListener("wheel", (ev) => {
+    ev.preventDefault();
+    const [X, Y] = localXY(ev);
+    const k = Math.min(5000, Math.max(0.5, view.k * Math.exp(-ev.deltaY * 0.002)));
+    const f = k / view.k;
+    view = { k, tx: X - (X - view.tx) * f, ty: Y - (Y - view.ty) * f };
+    scheduleDraw();
+    if (lastPointer) hoverAt(X, Y);
+  }, { passive: false });
+
+  frame.addEventListener("dblclick", () => { view = { k: 1, tx: 0, ty: 0 }; scheduleDraw(); });
+  frame.addEventListener("keydown", (ev) => {
+    if (ev.key === "Escape") sendSelection([]);
+  });
+
+  for (const [m, b] of Object.entries(modeButtons)) {
+    b.addEventListener("click", () => { mode = m; syncToolbar(); });
+  }
+  fitButton.addEventListener("click", () => { view = { k: 1, tx: 0, ty: 0 }; scheduleDraw(); });
+  clearButton.addEventListener("click", () => sendSelection([]));
+  layerSelect.addEventListener("change", () => { model.set("layer", layerSelect.value); model.save_changes(); });
+  methodSelect.addEventListener("change", () => { model.set("method", methodSelect.value); model.save_changes(); });
+  colorSelect.addEventListener("change", () => { model.set("color_by", colorSelect.value); model.save_changes(); });
+  neuronInput.addEventListener("change", () => {
+    const v = Math.round(Number(neuronInput.value));
+    if (Number.isFinite(v)) { model.set("neuron", v); model.save_changes(); }
+  });
+
+  // ---------------------------------------------------------------- wiring
+  const on = (names, fn) => { for (const name of names.split(" ")) model.on(`change:${name}`, fn); };
+  on("positions", loadPositions);
+  on("instance_ids", () => { loadIds(); loadSelection(); loadFilter(); scheduleDraw(); });
+  on("color_codes palette legend", () => { loadCodes(); scheduleDraw(); });
+  on("selected_indices", () => { loadSelection(); updateStatus(); scheduleDraw(); });
+  on("filter_indices", () => { loadFilter(); scheduleDraw(); });
+  on("highlighted_indices", loadHighlight);
+  on("hovered_index", () => {
+    // set from Python (a linked view): ring the point, without a tooltip
+    const id = model.get("hovered_index");
+    const row = id < 0 ? -1 : rowOfId ? rowOfId.get(id) ?? -1 : id < n ? id : -1;
+    if (row !== hoveredRow) { hoveredRow = row; drawOverlay(); }
+  });
+  on("hover_details", () => { if (hoveredRow >= 0 && lastPointer) showTooltip(hoveredRow, lastPointer[0], lastPointer[1]); });
+  on("status progress stage shown_method error method", () => { updateStatus(); syncToolbar(); });
+  on("layers layer color_options color_by neuron n_neurons", syncToolbar);
+  on("point_size", scheduleDraw);
+  on("height", () => { box.style.height = `${model.get("height")}px`; });
+
+  box.style.height = `${model.get("height")}px`;
+  const resizeObserver = new ResizeObserver(() => { if (resize()) { readTheme(); drawBase(); drawOverlay(); } });
+  resizeObserver.observe(frame);
+  const themeObserver = new MutationObserver(() => { readTheme(); scheduleDraw(); });
+  themeObserver.observe(document.body, { attributes: true, attributeFilter: ["data-jp-theme-name", "data-jp-theme-light"] });
+
+  syncToolbar();
+  loadCodes();
+  loadPositions();
+  resize();
+  drawBase();
+  return () => {
+    resizeObserver.disconnect();
+    themeObserver.disconnect();
+    if (animation) cancelAnimationFrame(animation.frame);
+  };
+}
+
+export default { render };
