@@ -711,9 +711,27 @@ function render({ model, el }) {
     reorder();
   };
   const onDifference = () => { fillSelects(); redrawShown(); };
+  /** A selection made elsewhere (Python, a linked view) may be scrolled out of sight: bring it in. */
+  function ensureVisible() {
+    const neuron = model.get("selected_neuron"), row = keyIndex(model.get("selected_row"));
+    if (neuron >= 0 && neuron < N) {
+      const x = position[neuron] * cellW;
+      if (x < scroller.scrollLeft || x + cellW > scroller.scrollLeft + scroller.clientWidth) {
+        scroller.scrollLeft = x - scroller.clientWidth / 2;
+      }
+    }
+    if (row >= 0) {
+      const y = row * rowH;
+      if (y < scroller.scrollTop || y + rowH > scroller.scrollTop + scroller.clientHeight) {
+        scroller.scrollTop = y - scroller.clientHeight / 2;
+      }
+    }
+  }
+
   const onSelection = () => {
     el.dataset.selectedNeuron = String(model.get("selected_neuron"));
     el.dataset.selectedRow = model.get("selected_row");
+    ensureVisible();
     blit();
   };
   const onSelects = () => fillSelects();

@@ -188,6 +188,7 @@ def test_activation_matrix_100_rows_1024_neurons(lab, page):
         "from activis.store import open_store\nfrom activis.widgets.activation_matrix import ActivationMatrix\n"
         "store = open_store('matrix_store_big')\n"
         "m = ActivationMatrix(store, 'fc')\nfor i in range(90):\n    m.add_instance(i)\nm",
+        "m.selected_neuron = 1000",
     ])
     view = run_cell(panel, 0).locator(".activis-matrix[data-rows='100']")
     view.wait_for()
@@ -202,6 +203,18 @@ def test_activation_matrix_100_rows_1024_neurons(lab, page):
         sort_times.append(float(view.get_attribute("data-sort-ms")))
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     view.screenshot(path=str(ARTIFACTS / "activation_matrix_100x1024.png"))
+
+    # zoomed in, a neuron selected from Python is scrolled into view
+    fit_w = float(view.get_attribute("data-cell-w"))
+    for _ in range(3):
+        view.get_by_role("button", name="+", exact=True).click()
+    assert float(view.get_attribute("data-cell-w")) == pytest.approx(8 * fit_w, rel=0.01)
+    run_cell(panel, 1)
+    page.wait_for_function("""(el) => {
+        const s = el.querySelector('.av-scroller'), w = Number(el.dataset.cellW);
+        const x = el.dataset.order.split(',').indexOf('1000') * w;
+        return el.dataset.selectedNeuron === '1000' && x >= s.scrollLeft && x + w <= s.scrollLeft + s.clientWidth;
+    }""", arg=view.element_handle())
     TIMINGS["matrix_100x1024_draw_ms"] = draw_ms
     TIMINGS["matrix_100x1024_sort_ms"] = sort_times
     # generous bounds: catch a pathological regression, not machine noise (benchmarks/ has the figures)
