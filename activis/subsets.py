@@ -815,7 +815,9 @@ class Subsets:
         self._callbacks.append(callback)
 
     def unobserve(self, callback: Callable[[Subsets], None]) -> None:
-        self._callbacks.remove(callback)
+        """Stop calling ``callback`` (nothing happens if it was not observing)."""
+        if callback in self._callbacks:
+            self._callbacks.remove(callback)
 
     def _notify(self) -> None:
         for callback in list(self._callbacks):

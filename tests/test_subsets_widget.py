@@ -167,3 +167,6 @@ def test_follows_subset_changes(store):
     assert "picked" in m.available_subsets
     subsets.remove("picked")
     assert "subset:picked" not in m.row_keys and "picked" not in m.available_subsets
+    m.close()
+    subsets.add("later", "index < 3")  # a closed view no longer follows
+    assert "later" not in m.available_subsets

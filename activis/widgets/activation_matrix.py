@@ -86,6 +86,11 @@ class ActivationMatrix(View):
         self.observe(self._on_hovered_row, names=["hovered_row"])
         self._refresh_values()
 
+    def close(self) -> None:
+        """Stop following the subsets (a closed view must not keep recomputing), then close."""
+        self._subsets.unobserve(self._on_subsets_changed)
+        super().close()
+
     # ------------------------------------------------------------------ backend objects
     @property
     def store(self):
