@@ -1,0 +1,180 @@
+"""Capture cost against a plain forward loop, and capture memory against the number of instances.
+
+    .venv/bin/python benchmarks/bench_capture.py            # everything (several minutes on 2 cores)
+    .venv/bin/python benchmarks/bench_capture.py --quick    # 10,000 instances, one repeat
+
+For an MLP (784-512-256-10) and a small CNN (32x32x3 inputs), over synthetic instances in batches
+of 256, it times `capture` of every layer into a float16 store against a plain ``inference_mode``
+forward loop over the same in-memory data, alternating the two so that load from other processes
+falls on both, and prints capture / plain (target <= 1.10), instances per second and MB per second
+written. Then, in a fresh process per size, it captures from batches generated on the fly (so that
+the data itself takes no memory) and prints the peak growth of anonymous memory (RssAnon: the
+store's memory-mapped pages are file-backed and do not count) at 50,000 and at 200,000 instances.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pathlib
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+import torch
+from torch import nn
+
+import activis
+from activis.capture import capture
+
+BATCH = 256
+
+
+def mlp() -> nn.Module:
+    return nn.Sequential(nn.Linear(784, 512), nn.ReLU(), nn.Linear(512, 256), nn.ReLU(), nn.Linear(256, 10))
+
+
+def cnn() -> nn.Module:
+    return nn.Sequential(
+        nn.Conv2d(3, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Flatten(), nn.Linear(32 * 8 * 8, 64), nn.ReLU(), nn.Linear(64, 10))
+
+
+MODELS = {"mlp": (mlp, (784,)), "cnn": (cnn, (3, 32, 32))}
+
+
+def every_layer(model, shape) -> list[str]:
+    graph = activis.extract_graph(model, torch.randn(2, *shape))
+    return [n.name for n in graph.capture_points]
+
+
+def plain_loop(model, x) -> float:
+    start = time.perf_counter()
+    with torch.inference_mode():
+        for i in range(0, len(x), BATCH):
+            model(x[i:i + BATCH])
+    return time.perf_counter() - start
+
+
+def timed_capture(model, x, y, layers, path) -> tuple[float, int]:
+    start = time.perf_counter()
+    store = capture(model, x, path, labels=y, layers=layers, batch_size=BATCH, keep_inputs=False,
+                    progress=False, overwrite=True)
+    seconds = time.perf_counter() - start
+    written = sum(f.stat().st_size for f in pathlib.Path(path).rglob("*") if f.is_file())
+    assert store.n_instances == len(x)
+    return seconds, written
+
+
+def compare(name: str, n: int, repeats: int, workdir: pathlib.Path) -> dict:
+    build, shape = MODELS[name]
+    torch.manual_seed(0)
+    model = build().eval()
+    x = torch.randn(n, *shape)
+    y = torch.randint(0, 10, (n,))
+    layers = every_layer(model, shape)
+    plain_loop(model, x[: 20 * BATCH])  # warm up the kernels
+    timed_capture(model, x[: 20 * BATCH], y[: 20 * BATCH], layers, workdir / f"{name}-warm")
+    plains, captures, written = [], [], 0
+    for _ in range(repeats):
+        plains.append(plain_loop(model, x))
+        seconds, written = timed_capture(model, x, y, layers, workdir / name)
+        captures.append(seconds)
+    plain, took = statistics.median(plains), statistics.median(captures)
+    return {"model": name, "n": n, "layers": len(layers), "plain_s": plains, "capture_s": captures,
+            "ratio_median": took / plain, "ratio_best": min(captures) / min(plains),
+            "instances_per_s": n / took, "store_mb": written / 1e6, "mb_per_s": written / 1e6 / took}
+
+
+class SyntheticBatches:
+    """Batches generated on the fly: data that takes no memory however many instances there are."""
+
+    def __init__(self, n: int, shape):
+        self.n, self.shape = n, shape
+
+    def __len__(self):
+        return self.n
+
+    def __iter__(self):
+        gen = torch.Generator().manual_seed(0)
+        for i in range(0, self.n, BATCH):
+            k = min(BATCH, self.n - i)
+            yield torch.randn(k, *self.shape, generator=gen), torch.randint(0, 10, (k,), generator=gen)
+
+
+def rss_anon_kb() -> int:
+    for line in pathlib.Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("RssAnon:"):
+            return int(line.split()[1])
+    raise RuntimeError("no RssAnon in /proc/self/status")
+
+
+def memory_child(name: str, n: int, path: str) -> None:
+    """Runs in a fresh process: peak RssAnon growth while capturing n generated instances."""
+    build, shape = MODELS[name]
+    torch.manual_seed(0)
+    model = build().eval()
+    layers = every_layer(model, shape)
+    data = SyntheticBatches(n, shape)
+    capture(model, SyntheticBatches(3 * BATCH, shape), path + "-warm", layers=layers, progress=False,
+            keep_inputs=False)
+    before = rss_anon_kb()
+    peak = [before]
+    done = threading.Event()
+
+    def sample():
+        while not done.is_set():
+            peak[0] = max(peak[0], rss_anon_kb())
+            time.sleep(0.005)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    start = time.perf_counter()
+    store = capture(model, data, path, layers=layers, progress=False, keep_inputs=False)
+    seconds = time.perf_counter() - start
+    done.set()
+    sampler.join()
+    assert store.n_instances == n
+    print(json.dumps({"model": name, "n": n, "peak_growth_mb": (peak[0] - before) / 1024, "seconds": seconds,
+                      "instances_per_s": n / seconds}))
+
+
+def memory(name: str, n: int, workdir: pathlib.Path) -> dict:
+    out = subprocess.run([sys.executable, __file__, "--memory-child", name, str(n), str(workdir / f"mem-{name}-{n}")],
+                         check=True, capture_output=True, text=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="10,000 instances, one repeat, memory at 10k/40k")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--models", default="mlp,cnn")
+    parser.add_argument("--memory-child", nargs=3, metavar=("MODEL", "N", "PATH"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.memory_child:
+        memory_child(args.memory_child[0], int(args.memory_child[1]), args.memory_child[2])
+        return
+    n, repeats, sizes = (10_000, 1, (10_000, 40_000)) if args.quick else (50_000, args.repeats, (50_000, 200_000))
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, batch {BATCH}")
+    with tempfile.TemporaryDirectory(prefix="activis-bench-") as tmp:
+        workdir = pathlib.Path(tmp)
+        for name in args.models.split(","):
+            r = compare(name, n, repeats, workdir)
+            print(f"{name}: capture / plain = {r['ratio_median']:.3f} (median of {repeats}; best/best "
+                  f"{r['ratio_best']:.3f}; target <= 1.10) | plain {', '.join(f'{s:.2f}' for s in r['plain_s'])} s, "
+                  f"capture {', '.join(f'{s:.2f}' for s in r['capture_s'])} s | {r['instances_per_s']:,.0f} inst/s, "
+                  f"{r['mb_per_s']:.1f} MB/s written ({r['store_mb']:.1f} MB store, {r['layers']} layers)")
+            peaks = [memory(name, size, workdir) for size in sizes]
+            text = ", ".join(f"{p['n']:,}: {p['peak_growth_mb']:.1f} MB" for p in peaks)
+            print(f"{name}: peak RssAnon growth during capture {text} "
+                  f"(ratio {peaks[1]['peak_growth_mb'] / max(peaks[0]['peak_growth_mb'], 1e-9):.2f} for "
+                  f"{sizes[1] // sizes[0]}x the instances; target: flat)")
+
+
+if __name__ == "__main__":
+    main()
