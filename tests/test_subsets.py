@@ -301,3 +301,13 @@ def test_subset_objects(tmp_path):
     with pytest.raises(SubsetError, match="non-negative"):
         Subset.from_indices([-3])
     assert Subset.from_indices([]).describe() == "0 chosen instances"
+
+
+def test_imports_no_torch_and_no_widget():
+    import subprocess
+    import sys
+
+    code = ("import sys, activis.subsets; "
+            "print(sorted(m for m in ('torch', 'anywidget', 'ipywidgets', 'numba') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"  # numba too: it is imported at the first aggregation only
