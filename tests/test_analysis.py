@@ -167,7 +167,8 @@ def test_errors_are_clear(tmp_path):
     with pytest.raises(TypeError, match="integer"):
         explain_instance(store, "3")
     labels = np.array([0, 1, -1, 0, 1, 1])
-    unlabelled = write_store(tmp_path / "u", {"fc": np.eye(6)}, labels=labels, outputs=logits_for([0, 1, 1, 0, 1, 0], 2))
+    unlabelled = write_store(tmp_path / "u", {"fc": np.eye(6)}, labels=labels,
+                             outputs=logits_for([0, 1, 1, 0, 1, 0], 2))
     with pytest.raises(AnalysisError, match="no true label"):
         explain_instance(unlabelled, 2)
     assert explain_instance(unlabelled, 0).layer == "fc"  # the default layer is the last captured
@@ -229,7 +230,8 @@ def test_confusion_pairs(tmp_path):
     assert list(zip(table["true_name"], table["pred_name"], table["count"])) == [
         ("a", "b", 3), ("b", "c", 2), ("c", "b", 2), ("c", "a", 1)]
     first = table.iloc[0]
-    assert first["examples"] == [1, 2] and first["rate"] == pytest.approx(0.3) and first["share"] == pytest.approx(3 / 8)
+    assert first["examples"] == [1, 2]
+    assert first["rate"] == pytest.approx(0.3) and first["share"] == pytest.approx(3 / 8)
     assert table.iloc[2]["examples"] == [22, 21]
     assert len(confusion_pairs(store, top=2)) == 2
     assert confusion_pairs(store, top=None)["count"].sum() == 8
