@@ -1,9 +1,10 @@
 """Misclassification analysis of one instance on a 100,000 x 512 store, against one plain pass over the layer.
 
-The baseline is the cheapest thing that reads every activation once: a chunked column mean, in the same
-process with the layer file already in the page cache. ``explain (first)`` includes the per-class
-statistics pass; ``explain (cached)`` is any further instance at the same layer. Also timed: the
-confusion pairs and a 1,000-instance panel sample. Run:
+The baseline is the cheapest thing that reads every activation once: a chunked column mean (with the
+same float16 -> float64 conversion), in the same process with the layer file already in the page
+cache. ``explain (first)`` includes the per-class statistics pass; ``explain (cached)`` is any
+further instance at the same layer. Also timed: the confusion pairs and a 1,000-instance panel
+sample. Run:
 
     .venv/bin/python benchmarks/bench_analysis.py [--instances 100000] [--neurons 512] [--dtype float16]
 """
@@ -41,7 +42,7 @@ def plain_pass(acts) -> np.ndarray:
     step = analysis._chunk_rows(acts.shape[1])
     total = np.zeros(acts.shape[1])
     for lo in range(0, len(acts), step):
-        total += np.asarray(acts[lo:lo + step], dtype=np.float64).sum(0)
+        total += analysis.as_float64(acts[lo:lo + step]).sum(0)  # the same fast float16 conversion
     return total / len(acts)
 
 
