@@ -309,3 +309,15 @@ def test_explanation_frames_are_plain_pandas(tmp_path):
     assert isinstance(result.neurons, pd.DataFrame) and result.neurons.index.name == "neuron"
     assert result.top(4).shape[0] == 4
     assert set(result.distances.columns) >= {"name", "members", "distance", "std_distance", "is_true"}
+
+
+def test_float16_conversion_matches_numpy_bit_for_bit():
+    every_half = np.arange(1 << 16, dtype=np.uint16).view(np.float16).reshape(256, 256)  # NaN, Inf, subnormals, -0
+    got = analysis.as_float64(every_half)
+    want = every_half.astype(np.float64)
+    assert got.dtype == np.float64 and got.shape == (256, 256)
+    np.testing.assert_array_equal(got.view(np.uint64)[~np.isnan(want)], want.view(np.uint64)[~np.isnan(want)])
+    assert np.isnan(got[np.isnan(want)]).all()
+    big_endian = every_half.astype(">f2")
+    np.testing.assert_array_equal(analysis.as_float64(big_endian)[~np.isnan(want)], want[~np.isnan(want)])
+    np.testing.assert_array_equal(analysis.as_float64(np.float32([1.5, -2])), [1.5, -2.0])
