@@ -62,12 +62,46 @@ class StepContext:
 
     def after_backward(self) -> None:
         self.params = [p.detach() for p in self.live_params]
+        self.dim = sum(p.numel() for p in self.params)
         self.grads = [p.grad.detach() if p.grad is not None else torch.zeros_like(p) for p in self.live_params]
-        self.grad_sq_norm = sum(float(g.double().square().sum()) for g in self.grads)
 
     @property
     def initial_params(self):
         return self.cockpit._initial
+
+    def grad_norms(self) -> list[float]:
+        return self._cached("grad_norms", lambda: [float(n) for n in torch._foreach_norm(self.grads)])
+
+    @property
+    def grad_sq_norm(self) -> float:
+        return sum(n * n for n in self.grad_norms())
+
+    def snapshot(self) -> list[torch.Tensor]:
+        """This step's parameters, copied into reused buffers (two sets, alternating: a snapshot
+        lives until the next tracked step has used it). Fresh memory costs more than the copy."""
+        def take():
+            bufs = self.cockpit._buffers(f"snapshot{self.cockpit._flip}")
+            self.cockpit._flip ^= 1
+            torch._foreach_copy_(bufs, self.params)
+            return bufs
+        return self._cached("snapshot", take)
+
+    def grads_snapshot(self) -> list[torch.Tensor]:
+        def take():
+            bufs = self.cockpit._buffers(f"grads{self.cockpit._grad_flip}")
+            self.cockpit._grad_flip ^= 1
+            torch._foreach_copy_(bufs, self.grads)
+            return bufs
+        return self._cached("grads_snapshot", take)
+
+    def difference(self, other: list[torch.Tensor], name: str = "direction"):
+        """(theta - other per parameter, its norm per parameter), in a reused buffer."""
+        def compute():
+            diff = self.cockpit._buffers(name)
+            torch._foreach_copy_(diff, self.params)
+            torch._foreach_sub_(diff, other)
+            return diff, [float(n) for n in torch._foreach_norm(diff)]
+        return self._cached((name, id(other)), compute)
 
     def _cached(self, key, compute):
         if key not in self._cache:
@@ -133,7 +167,7 @@ class StepContext:
         return self._cached("dots_mean", lambda: [ps.dot_mean().double() for ps in self.per_sample()])
 
     def sum_sq(self):
-        return self._cached("sum_sq", lambda: [ps.sum_sq().double() for ps in self.per_sample()])
+        return self._cached("sum_sq", lambda: [ps.sum_sq() for ps in self.per_sample()])
 
     # ---------------------------------------------------------------- curvature
     def hessian_operator(self) -> HessianOperator:
@@ -223,6 +257,8 @@ class Cockpit:
         self.taps = Taps(model)
         self.skipped: dict[str, str] = {}
         self._initial: list[torch.Tensor] | None = None
+        self._bufs: dict[str, list[torch.Tensor]] = {}
+        self._flip = self._grad_flip = 0
         self._pending: tuple[int, list] | None = None
         self._next_step = 0
         meta = {
@@ -321,6 +357,11 @@ class Cockpit:
     def __exit__(self, *exc):
         self.close()
         return False
+
+    def _buffers(self, name: str) -> list[torch.Tensor]:
+        if name not in self._bufs:
+            self._bufs[name] = [torch.empty_like(p) for _, p in self.params]
+        return self._bufs[name]
 
     def _skip(self, name: str, reason: str, values: dict) -> None:
         if self.skipped.get(name) != reason:

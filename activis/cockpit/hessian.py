@@ -145,6 +145,8 @@ def _loss_hessian_roots(losses: torch.Tensor, output: torch.Tensor):
     hess = rows.reshape(C, B, C).permute(1, 0, 2)
     hess = (hess + hess.transpose(1, 2)) / 2
     values, vectors = torch.linalg.eigh(hess)  # (B, C), (B, C, C)
+    # round-off is not curvature: cross-entropy's zero eigenvalue comes out as +-1e-9
+    values = torch.where(values.abs() <= 1e-6 * values.abs().amax(1, keepdim=True), 0.0, values)
     keep = values.abs().amax(0) > 0
     roots = (vectors * values.abs().sqrt()[:, None, :])[:, :, keep]  # (B, C, K)
     return roots.permute(2, 0, 1).reshape(-1, *output.shape), values.sign()[:, keep].T
@@ -210,12 +212,14 @@ def _layer_ggn(module: nn.Module, calls, signs: torch.Tensor) -> dict[str, torch
             out["bias"] = weighted.sum(0)
         return out
     out: dict[str, torch.Tensor] = {}
-    for c in range(signs.shape[0]):  # one column at a time: memory of one batch of per-sample gradients
-        parts = [layer_grads(module, call.input, deltas[c]) for call, deltas in calls]
+    B = signs.shape[1]
+    step = max(1, (1 << 24) // max(1, B * module.weight.numel()))  # columns per chunk: bounded memory
+    for c in range(0, signs.shape[0], step):
+        parts = [layer_grads(module, call.input, deltas[c:c + step]) for call, deltas in calls]
         for kind in parts[0]:
-            g = sum(part[kind] for part in parts)
-            w = signs[c].reshape(-1, *([1] * (g.dim() - 1)))
-            out[kind] = out.get(kind, 0) + (g.square() * w).sum(0)
+            g = sum(part[kind] for part in parts)  # (columns, B, *shape)
+            w = signs[c:c + step].reshape(*signs[c:c + step].shape, *([1] * (g.dim() - 2)))
+            out[kind] = out.get(kind, 0) + (g.square() * w).sum((0, 1))
     return out
 
 

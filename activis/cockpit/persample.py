@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 # enumerated (row, element) pairs per chunk: bounds the temporary memory of the histograms
@@ -70,12 +71,14 @@ class Outer:
         """``g_i · direction`` for every sample."""
         return ((self.u @ direction) * self.v).sum(1)
 
-    def dot_mean(self) -> torch.Tensor:
-        """``g_i · g`` with g the mean gradient, through the two Gram matrices when that is cheaper."""
-        B, m, n = self.batch_size, self.u.shape[1], self.v.shape[1]
+    def dot_mean(self, of: Outer | None = None) -> torch.Tensor:
+        """``g_i · mean_j g'_j``, the mean over the samples of ``of`` (default: this batch), through
+        the Gram matrices of the two batches when that is cheaper than forming the mean."""
+        other = self if of is None else of
+        B, m, n = other.batch_size, self.u.shape[1], self.v.shape[1]
         if B * (m + n) < m * n:
-            return ((self.u @ self.u.T) * (self.v @ self.v.T)).mean(1)
-        return self.dot(self.u.T @ self.v / B)
+            return ((self.u @ other.u.T) * (self.v @ other.v.T)).mean(1)
+        return self.dot(other.u.T @ other.v / B)
 
     def sum_sq(self) -> torch.Tensor:
         """``sum_i g_i**2`` elementwise."""
@@ -107,8 +110,8 @@ class Dense:
     def dot(self, direction: torch.Tensor) -> torch.Tensor:
         return self._flat() @ direction.reshape(-1)
 
-    def dot_mean(self) -> torch.Tensor:
-        return self.dot(self.grads.mean(0))
+    def dot_mean(self, of: Dense | None = None) -> torch.Tensor:
+        return self.dot((self if of is None else of).grads.mean(0))
 
     def sum_sq(self) -> torch.Tensor:
         return self.grads.square().sum(0)
@@ -131,61 +134,111 @@ class Dense:
         return out.reshape(gbins.bins, pbins.bins)
 
 
-def _ragged(counts: torch.Tensor):
+def _ragged(counts: np.ndarray):
     """Enumerate ``counts[r]`` items for every row r, in chunks of at most ``_CHUNK`` items.
 
     Yields ``(row, rank)``: for every item its row and its rank 0..counts[row]-1 within the row.
     """
-    rows = counts.nonzero().squeeze(1)
-    if rows.numel() == 0:
+    rows = np.flatnonzero(counts)
+    if rows.size == 0:
         return
     c = counts[rows]
-    ends = c.cumsum(0)
-    total = int(ends[-1])
-    start_item, first = 0, 0
-    while start_item < total:
-        last = int(torch.searchsorted(ends, start_item + _CHUNK, right=True))
-        last = max(last, first + 1)  # one row never exceeds _CHUNK items (it is one vector)
-        rr, cc = rows[first:last], c[first:last]
-        row = torch.repeat_interleave(rr, cc)
-        offsets = torch.repeat_interleave(cc.cumsum(0) - cc, cc)
-        yield row, torch.arange(row.numel(), device=row.device) - offsets
-        start_item, first = int(ends[last - 1]), last
+    ends = np.cumsum(c)
+    first = 0
+    while first < rows.size:
+        done = ends[first - 1] if first else 0
+        last = max(int(np.searchsorted(ends, done + _CHUNK, side="right")), first + 1)
+        cc = c[first:last]
+        row = np.repeat(rows[first:last], cc)
+        yield row, np.arange(row.size) - np.repeat(np.cumsum(cc) - cc, cc)
+        first = last
+
+
+def _numpy(t: torch.Tensor) -> np.ndarray:
+    return t.detach().cpu().numpy()
 
 
 def _outer_hist1d(u: torch.Tensor, v: torch.Tensor, bins: Bins) -> torch.Tensor:
     """Histogram of all products ``u[i, a] * v[i, b]`` without forming them.
 
-    Counts are cumulative over bin edges: C[k] = #{products < e_k}. For one row x = u[i, a] the
-    products lie between x*min(v_i) and x*max(v_i), so only the few edges inside that interval
-    need a binary search in the sorted v_i; edges below count 0 and edges above count all of v_i.
+    Counts are cumulative over bin edges: C[k] = #{products < e_k}. A row x = u[i, a] whose
+    products all lie closer to 0 than the nearest nonzero edge (|x| max|v_i| < that distance: most
+    rows of a healthy network) adds all of v_i to every positive edge and nothing to the others.
+    An edge at 0 counts the products of negative sign, per sample a product of sign counts. For the
+    remaining rows, the products lie between x*min(v_i) and x*max(v_i): edges below count none of
+    the row, edges above all of it, and only the edges inside need a binary search in the sorted
+    v_i. numpy sorts and searches: torch's CPU sort of short rows is two orders of magnitude slower.
     """
     if u.shape[1] > v.shape[1]:  # search in the longer factor, one query per element of the shorter
         u, v = v, u
-    B, m = u.shape
-    n = v.shape[1]
+    x, y = _numpy(u), _numpy(v)
+    m, n = x.shape[1], y.shape[1]
     k_bins, lo, w = bins.bins, bins.lo, bins.width
-    vs = v.double().sort(1).values
-    x = u.double()
-    ends = torch.stack([x * vs[:, :1], x * vs[:, -1:]])
-    first = ((ends.amin(0) - lo) / w).floor_().add_(1).clamp_(1, k_bins).long().reshape(-1)
-    after = ((ends.amax(0) - lo) / w).floor_().add_(1).clamp_(1, k_bins).long().reshape(-1)
-    cum = torch.bincount(after, minlength=k_bins + 1).cumsum(0) * n
-    # every sample's sorted values shifted into its own interval: one search over one flat array
-    span = float(vs.abs().max()) + 1.0
-    shift = 4.0 * span * torch.arange(B, dtype=torch.float64, device=vs.device)
-    flat = (vs + shift[:, None]).reshape(-1)
-    xf = x.reshape(-1)
-    for row, rank in _ragged(after - first):
+    edges = lo + w * np.arange(k_bins + 1)
+    k0 = round(-lo / w)
+    zero_edge = 0 < k0 < k_bins and abs(edges[k0]) <= 1e-9 * w
+    reach = np.abs(edges[1:-1])
+    nearest = float(reach[reach > 1e-9 * w].min()) if (reach > 1e-9 * w).any() else float("inf")
+    ymin, ymax = y.min(1), y.max(1)
+    big = np.abs(x) * np.maximum(-ymin, ymax)[:, None] >= nearest
+    rows = np.flatnonzero(big)
+    cum = np.zeros(k_bins + 1, dtype=np.int64)
+    cum[edges > 0] += (x.size - rows.size) * n  # the rows of small products
+    cum[k_bins] = x.size * n
+    if rows.size:
+        sample = rows // m
+        xb = x.ravel()[rows].astype(np.float64)
+        p1, p2 = xb * ymin[sample], xb * ymax[sample]
+        first = _edge_above(np.minimum(p1, p2), lo, w, k_bins)
+        after = _edge_above(np.maximum(p1, p2), lo, w, k_bins)
+        counts = after - first
+        at0 = None
+        if zero_edge:  # edge 0 is counted below for all rows at once
+            at0 = (first <= k0) & (k0 < after)
+            counts -= at0
+        cum += np.cumsum(np.bincount(after, minlength=k_bins + 1)) * n
+        _search_edges(cum, y, sample, xb, first, counts, at0, k0, lo, w, n)
+    cum[k_bins] = x.size * n
+    if zero_edge:  # products below 0: x > 0 with y < 0, and x < 0 with y > 0
+        cum[k0] = int((np.count_nonzero(x > 0, 1) * np.count_nonzero(y < 0, 1)
+                       + np.count_nonzero(x < 0, 1) * np.count_nonzero(y > 0, 1)).sum())
+    return torch.from_numpy(np.diff(cum))
+
+
+def _edge_above(values: np.ndarray, lo: float, w: float, k_bins: int) -> np.ndarray:
+    """Index of the first bin edge strictly above each value, clamped to 1..k_bins (in place)."""
+    values -= lo
+    values /= w
+    np.floor(values, out=values)
+    np.clip(values, 0, k_bins - 1, out=values)
+    return values.astype(np.int64) + 1
+
+
+def _search_edges(cum, y, sample, xb, first, counts, at0, k0, lo, w, n) -> None:
+    """Add, for every row and every edge e inside its products' range, #{b: x y_b < e} to cum."""
+    need = np.unique(sample[counts > 0])
+    if need.size == 0:
+        return
+    ys = np.sort(y[need], axis=1).astype(np.float64)
+    span = float(np.abs(ys).max()) + 1.0
+    shift = 4.0 * span * np.arange(need.size)
+    flat = (ys + shift[:, None]).ravel()  # every sample in its own interval: one flat search
+    slot_of = np.zeros(y.shape[0], dtype=np.int64)
+    slot_of[need] = np.arange(need.size)
+    for row, rank in _ragged(counts):
         k = first[row] + rank
-        xs = xf[row]
-        sample = torch.div(row, m, rounding_mode="floor")
-        q = ((lo + k * w) / xs).clamp_(-2 * span, 2 * span) + shift[sample]
-        base = sample * n
-        below = torch.searchsorted(flat, q, side="left") - base  # x > 0: v < e/x
-        above = n - (torch.searchsorted(flat, q, side="right") - base)  # x < 0: v > e/x
-        cum.index_add_(0, k, torch.where(xs > 0, below, above))
-    return cum[1:] - cum[:-1]
+        if at0 is not None:
+            k += at0[row] & (k >= k0)  # the edge at 0 is counted by signs
+        xs = xb[row]
+        slot = slot_of[sample[row]]
+        q = np.clip((lo + k * w) / xs, -2 * span, 2 * span)
+        q += shift[slot]
+        negative = xs < 0
+        found = np.searchsorted(flat, q, side="left")  # x > 0: #{y < e/x}
+        found[negative] = np.searchsorted(flat, q[negative], side="right")
+        found -= slot * n
+        found[negative] = n - found[negative]  # x < 0: #{y > e/x}
+        cum += np.bincount(k, weights=found, minlength=cum.size).astype(np.int64)
 
 
 def _outer_hist2d(u: torch.Tensor, v: torch.Tensor, param: torch.Tensor, gbins: Bins,
@@ -198,36 +251,41 @@ def _outer_hist2d(u: torch.Tensor, v: torch.Tensor, param: torch.Tensor, gbins: 
     """
     if not gbins.lo < 0 < gbins.hi:
         return Dense(u[:, :, None] * v[:, None, :]).hist2d(param, gbins, pbins)
-    B, n = v.shape
     neg_bin, pos_bin, radius = gbins.zero_bins()
-    pidx = pbins.index(param)  # (out, in)
     up, un = (u > 0).to(u.dtype), (u < 0).to(u.dtype)
     vp, vn = (v > 0).to(v.dtype), (v < 0).to(v.dtype)
     negatives = un.T @ vp
     if bool(vn.any()):
         negatives += up.T @ vn
-    per_bin = torch.bincount(pidx.reshape(-1), minlength=pbins.bins).double() * B
-    central_neg = torch.bincount(pidx.reshape(-1), weights=negatives.reshape(-1).double(),
-                                 minlength=pbins.bins)
+    x, y = _numpy(u), _numpy(v)
+    m, n = x.shape[1], y.shape[1]
+    pidx = pbins.index(param).cpu().numpy()  # (out, in)
+    per_bin = np.bincount(pidx.ravel(), minlength=pbins.bins) * float(x.shape[0])
+    central_neg = np.bincount(pidx.ravel(), weights=_numpy(negatives).ravel(), minlength=pbins.bins)
     central_pos = per_bin - central_neg
-    hist = torch.zeros(gbins.bins * pbins.bins, dtype=torch.float64, device=u.device)
-    # large products: the b with |v_ib| >= radius / |u_ia|, i.e. a suffix of v_i sorted by magnitude
-    av, order = v.abs().double().sort(1)
-    thresholds = radius / u.abs().double()
-    counts = n - torch.searchsorted(av, thresholds, side="left")
-    m = u.shape[1]
-    uf = u.reshape(-1)
-    for row, rank in _ragged(counts.reshape(-1)):
-        i = torch.div(row, m, rounding_mode="floor")
-        a = row - i * m
-        b = order[i, n - counts.reshape(-1)[row] + rank]
-        prod = uf[row] * v[i, b]
-        p = pidx[a, b]
-        hist += torch.bincount(gbins.index(prod) * pbins.bins + p, minlength=hist.numel()).double()
-        negative = prod < 0
-        central_neg -= torch.bincount(p[negative], minlength=pbins.bins).double()
-        central_pos -= torch.bincount(p[~negative], minlength=pbins.bins).double()
+    hist = np.zeros(gbins.bins * pbins.bins)
+    # large products: the b with |y_ib| >= radius / |x_ia|, a suffix of y_i sorted by magnitude
+    ax = np.abs(x)
+    samples = np.unique(np.nonzero(ax * np.abs(y).max(1, keepdims=True) >= radius)[0])
+    if samples.size:
+        order = np.argsort(np.abs(y[samples]), axis=1)
+        ay = np.take_along_axis(np.abs(y[samples]), order, axis=1)
+        with np.errstate(divide="ignore"):
+            limits = radius / ax[samples]
+        counts = n - np.stack([np.searchsorted(ay[s], limits[s], side="left") for s in range(samples.size)])
+        flat_counts = counts.ravel()
+        xf = x[samples].ravel()
+        for row, rank in _ragged(flat_counts):
+            s = row // m
+            b = order[s, n - flat_counts[row] + rank]
+            prod = xf[row] * y[samples[s], b]
+            p = pidx[row - s * m, b]
+            g = np.clip(np.floor((prod - gbins.lo) / gbins.width), 0, gbins.bins - 1).astype(np.int64)
+            hist += np.bincount(g * pbins.bins + p, minlength=hist.size)
+            negative = prod < 0
+            central_neg -= np.bincount(p[negative], minlength=pbins.bins)
+            central_pos -= np.bincount(p[~negative], minlength=pbins.bins)
     hist = hist.reshape(gbins.bins, pbins.bins)
     hist[neg_bin] += central_neg
     hist[pos_bin] += central_pos
-    return hist.round().long()
+    return torch.from_numpy(np.rint(hist).astype(np.int64))

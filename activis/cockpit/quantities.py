@@ -75,7 +75,7 @@ class GradNorm(Quantity):
     aggregate = "norm"
 
     def compute(self, ctx):
-        return [float(g.norm()) for g in ctx.grads]
+        return ctx.grad_norms()
 
 
 class Distance(Quantity):
@@ -84,7 +84,7 @@ class Distance(Quantity):
     aggregate = "norm"
 
     def compute(self, ctx):
-        return [float((p - p0).norm()) for p, p0 in zip(ctx.params, ctx.initial_params)]
+        return ctx.difference(ctx.initial_params, "from_initial")[1]
 
 
 class UpdateSize(TwoStepQuantity):
@@ -93,10 +93,10 @@ class UpdateSize(TwoStepQuantity):
     aggregate = "norm"
 
     def start(self, ctx):
-        return [p.clone() for p in ctx.params]
+        return ctx.snapshot()
 
     def finish(self, state, ctx):
-        return [float((p - p0).norm()) for p, p0 in zip(ctx.params, state)]
+        return ctx.difference(state)[1]
 
 
 def _noise(ctx):
@@ -158,10 +158,12 @@ class EarlyStopping(Quantity):
     def compute(self, ctx):
         ctx.plain_sgd_lr(self.name)
         B = ctx.batch_size
-        g2 = torch.cat([g.double().reshape(-1) ** 2 for g in ctx.grads])
-        second = torch.cat([s.reshape(-1) for s in ctx.sum_sq()])
-        variance = (second - B * g2) / (B - 1)
-        return float(1 - B * (g2 / (variance + self.epsilon)).mean())
+        total = 0.0
+        for g, second in zip(ctx.grads, ctx.sum_sq()):
+            g2 = g.square()
+            variance = (second - B * g2) / (B - 1)
+            total += float((g2 / (variance + self.epsilon)).sum(dtype=torch.float64))
+        return 1 - B * total / ctx.dim
 
 
 class MeanGSNR(Quantity):
@@ -174,9 +176,11 @@ class MeanGSNR(Quantity):
         self.epsilon = epsilon
 
     def compute(self, ctx):
-        g2 = torch.cat([g.double().reshape(-1) ** 2 for g in ctx.grads])
-        moment = torch.cat([s.reshape(-1) for s in ctx.sum_sq()]) / ctx.batch_size
-        return float((g2 / (moment - g2 + self.epsilon)).mean())
+        total = 0.0
+        for g, second in zip(ctx.grads, ctx.sum_sq()):
+            g2 = g.square()
+            total += float((g2 / (second / ctx.batch_size - g2 + self.epsilon)).sum(dtype=torch.float64))
+        return total / ctx.dim
 
 
 class GradHist1d(Quantity):
@@ -227,27 +231,52 @@ class Alpha(TwoStepQuantity):
     end_per_sample = True
 
     def start(self, ctx):
-        return _alpha_end(ctx)
+        state = _alpha_end(ctx)
+        try:
+            state["sgd_lr"] = ctx.plain_sgd_lr(self.name)
+        except Unavailable:
+            state["sgd_lr"] = None
+        else:  # for the shortcut of a plain SGD step, see finish()
+            state["grads"] = ctx.grads_snapshot()
+            state["grad_norm"] = math.sqrt(ctx.grad_sq_norm)
+            state["dots_mean"] = sum(ctx.dots_mean())
+        return state
 
     def finish(self, state, ctx):
         end = _alpha_end(ctx)
-        direction = [p1 - p0 for p0, p1 in zip(state["params"], end["params"])]
-        tau = math.sqrt(sum(float(d.double().square().sum()) for d in direction))
+        direction, norms = ctx.difference(state["params"])
+        tau = math.sqrt(sum(n * n for n in norms))
         if tau == 0.0:
             return -1.0
-        slopes = []
-        for point in (state, end):
-            proj = sum(ps.dot(d).double() for ps, d in zip(point["per_sample"], direction)) / tau
-            slopes.append((float(proj.mean()), float(proj.var())))
+        start_ps, end_ps = state["per_sample"], end["per_sample"]
+        if _is_sgd_step(state, direction, tau, ctx):
+            # d = -lr g_t: project on -g_t / ||g_t||, through Gram matrices of the two batches
+            gnorm = state["grad_norm"]
+            s0 = -state["dots_mean"] / gnorm
+            s1 = -sum(ps.dot_mean(of=old).double() for ps, old in zip(end_ps, start_ps)) / gnorm
+        else:
+            s0 = sum(ps.dot(d).double() for ps, d in zip(start_ps, direction)) / tau
+            s1 = sum(ps.dot(d).double() for ps, d in zip(end_ps, direction)) / tau
         return fit_alpha(tau, (state["loss"], end["loss"]), (state["loss_var"], end["loss_var"]),
-                         [s[0] for s in slopes], [s[1] for s in slopes])
+                         [float(s0.mean()), float(s1.mean())], [float(s0.var()), float(s1.var())])
+
+
+def _is_sgd_step(state, direction, tau, ctx) -> bool:
+    """Was theta_{t+1} - theta_t = -lr g_t (plain SGD, no clipping or other change of the gradient)?"""
+    lr = state["sgd_lr"]
+    if lr is None:
+        return False
+    gap = ctx.cockpit._buffers("sgd_check")
+    torch._foreach_copy_(gap, direction)
+    torch._foreach_add_(gap, state["grads"], alpha=lr)
+    return math.sqrt(sum(float(n) ** 2 for n in torch._foreach_norm(gap))) <= 1e-3 * tau
 
 
 def _alpha_end(ctx) -> dict:
     if ctx.losses is None:
         raise Unavailable("needs individual_losses (their variance weighs the fit)")
     return {"loss": ctx.loss, "loss_var": float(ctx.losses.double().var()), "per_sample": ctx.per_sample(),
-            "params": [p.clone() for p in ctx.params]}
+            "params": ctx.snapshot()}
 
 
 def fit_alpha(tau: float, f: tuple, f_var: tuple, df: list, df_var: list) -> float:
@@ -289,9 +318,9 @@ class TICDiag(Quantity):
         self.epsilon = epsilon
 
     def compute(self, ctx):
-        moment = torch.cat([s.reshape(-1) for s in ctx.sum_sq()]) / ctx.batch_size
-        diag = torch.cat([d.double().reshape(-1) for d in ctx.hess_diag()])
-        return float((moment / (diag + self.epsilon)).sum())
+        B = ctx.batch_size
+        return sum(float((s / B / (d + self.epsilon)).sum(dtype=torch.float64))
+                   for s, d in zip(ctx.sum_sq(), ctx.hess_diag()))
 
 
 class TICTrace(Quantity):
@@ -305,8 +334,8 @@ class TICTrace(Quantity):
         self.epsilon = epsilon
 
     def compute(self, ctx):
-        moment = _total(s.sum() for s in ctx.sum_sq()) / ctx.batch_size
-        return moment / (_total(d.double().sum() for d in ctx.hess_diag()) + self.epsilon)
+        moment = _total(s.sum(dtype=torch.float64) for s in ctx.sum_sq()) / ctx.batch_size
+        return moment / (_total(d.sum(dtype=torch.float64) for d in ctx.hess_diag()) + self.epsilon)
 
 
 class HessMaxEV(Quantity):
