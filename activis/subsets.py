@@ -566,30 +566,29 @@ def _membership_patterns(masks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Group instances by which subsets they belong to.
 
     Returns (pattern id per instance, -1 for instances in none; K x P membership of patterns).
+    Each instance's membership is packed into 64-bit words and hashed (pandas.factorize: linear
+    time, ids in order of first appearance), words combined pairwise for K > 64.
     """
     k, n = masks.shape
-    packed = np.packbits(masks.T, axis=1)  # n x ceil(K/8)
-    width = packed.shape[1]
-    padded = np.zeros((n, -(-width // 8) * 8), np.uint8)
-    padded[:, :width] = packed
-    if padded.shape[1] == 8:
-        keys = padded.view("<u8").ravel()
-        unique, inverse = np.unique(keys, return_inverse=True)
-        unique_bytes = unique.astype("<u8").view(np.uint8).reshape(-1, 8)
-    else:
-        keys = padded.view(np.dtype((np.void, padded.shape[1]))).ravel()
-        unique, inverse = np.unique(keys, return_inverse=True)
-        unique_bytes = np.frombuffer(unique.tobytes(), np.uint8).reshape(-1, padded.shape[1])
-    members = np.unpackbits(unique_bytes[:, :width], axis=1, count=k).T.astype(bool)  # K x P
-    inverse = inverse.ravel().astype(np.intp)
+    codes = None
+    for lo in range(0, k, 64):
+        word = np.zeros(n, np.uint64)
+        for bit, row in enumerate(masks[lo:lo + 64]):
+            word |= row.view(np.uint8).astype(np.uint64) << np.uint64(bit)
+        word_codes, word_values = pd.factorize(word)
+        codes = word_codes if codes is None else pd.factorize(codes * len(word_values) + word_codes)[0]
+    # ids appear in increasing order, so a pattern's first instance is where the running max grows
+    first = np.flatnonzero(np.r_[True, codes[1:] > np.maximum.accumulate(codes)[:-1]])
+    members = masks[:, first]  # K x P
+    pattern = codes.astype(np.intp)
     empty = ~members.any(axis=0)
     if empty.any():  # the "in none of them" pattern is skipped by the kernel
         keep = np.flatnonzero(~empty)
         remap = np.full(members.shape[1], -1, np.intp)
         remap[keep] = np.arange(len(keep))
-        inverse = remap[inverse]
+        pattern = remap[pattern]
         members = members[:, keep]
-    return inverse, members
+    return pattern, members
 
 
 class _Accumulator:

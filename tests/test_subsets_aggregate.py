@@ -91,6 +91,20 @@ def test_paths_agree_on_one_store(tmp_path, monkeypatch):
         np.testing.assert_allclose(kernel[stat], gather[stat], rtol=1e-5, atol=1e-5)
 
 
+def test_more_than_64_subsets(tmp_path):
+    store = random_store(tmp_path / "s", n=1500, n_neurons=9)
+    activations = store.activations("layer")
+    rng = np.random.default_rng(12)
+    masks = rng.random((70, 1500)) < rng.uniform(0.01, 0.5, (70, 1))  # membership needs two 64-bit words
+    masks[69] = False
+    result = aggregate_masks(activations, masks, chunk_bytes=2000)
+    dense = np.asarray(activations, dtype=np.float64)
+    for k in range(69):
+        np.testing.assert_allclose(result["mean"][k], dense[masks[k]].mean(0), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(result["std"][k], dense[masks[k]].std(0), rtol=1e-5, atol=1e-6)
+    assert np.isnan(result["mean"][69]).all()
+
+
 def test_threshold_and_precision(tmp_path):
     rng = np.random.default_rng(4)
     n = 20_000
