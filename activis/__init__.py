@@ -1,25 +1,39 @@
 """activis: see what a trained PyTorch model does, and debug how it trained, in a notebook.
 
-The backend (graph, store, capture, subsets, projection, cockpit) is plain Python; the views in
-`activis.widgets` are thin anywidget front-ends over it and are imported only when asked for.
+The backend (graph, store, capture, subsets, projection, analysis, cockpit) is plain Python; the
+views in `activis.widgets` are thin anywidget front-ends over it. Names are imported on first use,
+so that opening a store needs neither torch nor the widgets.
 """
 
 from __future__ import annotations
 
-from .graph import ComputationGraph, GraphTraceWarning, UnknownLayerError, extract_graph
+import importlib
 
 __version__ = "0.1.0"
 
-_WIDGETS = {"GraphView"}
+# public name -> module that defines it
+_EXPORTS = {
+    "ComputationGraph": "graph", "GraphTraceWarning": "graph", "UnknownLayerError": "graph",
+    "extract_graph": "graph",
+    "ActivationStore": "store", "StoreError": "store", "open_store": "store", "write_store": "store",
+    "capture": "capture", "CaptureError": "capture",
+    "Subset": "subsets", "Subsets": "subsets", "SubsetError": "subsets",
+    "explain_instance": "analysis", "confusion_pairs": "analysis", "AnalysisError": "analysis",
+    "Cockpit": "cockpit", "read_log": "cockpit", "load_runs": "cockpit",
+    "GraphView": "widgets", "ActivationMatrix": "widgets", "ProjectionView": "widgets",
+    "InstancePanel": "widgets", "SubsetPanel": "widgets", "Selection": "widgets", "Explorer": "widgets",
+    "CockpitPanel": "widgets",
+}
 
-__all__ = ["ComputationGraph", "GraphTraceWarning", "UnknownLayerError", "extract_graph", "__version__",
-           *sorted(_WIDGETS)]
+__all__ = ["__version__", *sorted(_EXPORTS)]
 
 
 def __getattr__(name: str):
-    # widgets pull in anywidget and the JS bundles; the backend must work without them
-    if name in _WIDGETS:
-        from . import widgets
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'activis' has no attribute {name!r}")
+    return getattr(importlib.import_module(f".{module}", __name__), name)
 
-        return getattr(widgets, name)
-    raise AttributeError(f"module 'activis' has no attribute {name!r}")
+
+def __dir__():
+    return __all__

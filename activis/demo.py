@@ -64,3 +64,31 @@ def train_digits_cnn(epochs: int = 8, seed: int = 0):
             opt.step()
     model.eval()
     return model, images, labels, class_names, metadata
+
+
+def digits_store(path="digits.activis", *, retrain: bool = False):
+    """Train the demo CNN and capture its layers on every digit into a store (reused when present).
+
+    Returns ``(model, store)``. The store keeps the 8x8 inputs for thumbnails and the split, ink
+    and width of each digit as metadata.
+    """
+    import pathlib
+
+    import torch
+
+    from .capture import capture
+    from .store import StoreError, open_store
+
+    model, images, labels, class_names, metadata = train_digits_cnn()
+    path = pathlib.Path(path)
+    if path.exists() and not retrain:
+        try:
+            store = open_store(path)
+            if store.is_complete:
+                return model, store
+        except StoreError:
+            pass
+    torch.manual_seed(0)
+    store = capture(model, images, path, labels=labels, metadata=metadata, class_names=class_names,
+                    layers=["conv1", "conv2", "fc1", "fc2"], keep_inputs=True, overwrite=True, progress=False)
+    return model, store

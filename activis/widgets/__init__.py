@@ -1,5 +1,32 @@
-"""Thin anywidget views over backend objects. They hold no data of their own."""
+"""Thin anywidget views over backend objects. They hold no data of their own.
 
-from .graph_view import GraphView
+Imported on first use: each view loads its own bundle and its own backend module.
+"""
 
-__all__ = ["GraphView"]
+from __future__ import annotations
+
+import importlib
+
+_VIEWS = {
+    "GraphView": "graph_view",
+    "ActivationMatrix": "activation_matrix",
+    "ProjectionView": "projection_view",
+    "InstancePanel": "instance_panel",
+    "SubsetPanel": "subset_panel",
+    "Selection": "selection",
+    "Explorer": "explorer",
+    "CockpitPanel": "cockpit_panel",
+}
+
+__all__ = sorted(_VIEWS)
+
+
+def __getattr__(name: str):
+    module = _VIEWS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'activis.widgets' has no attribute {name!r}")
+    return getattr(importlib.import_module(f".{module}", __name__), name)
+
+
+def __dir__():
+    return __all__

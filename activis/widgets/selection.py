@@ -1,0 +1,60 @@
+"""The one selection that the views of an explorer share, synced to the browser.
+
+Following Mosaic's cross-filtering: each view writes the clauses it owns (its ``*_source`` says
+which view wrote a clause) and reacts to every clause except its own, so a brush never erases
+itself. Because this is a widget model, views read and write it in the browser: hovering a matrix
+row lights up its instances in the projection without a round trip through the kernel.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import traitlets
+from anywidget import AnyWidget
+
+from ._arrays import array_serialization
+from ._base import bundle
+
+
+def as_indices(values) -> np.ndarray:
+    """Instance indices as the int32 array every view sends to the browser."""
+    if values is None:
+        return np.zeros(0, np.int32)
+    return np.asarray(values, dtype=np.int64).reshape(-1).astype(np.int32)
+
+
+class Selection(AnyWidget):
+    """Shared selection state: layer, neuron, brushed, hovered and pinned instances, active subset."""
+
+    _esm = bundle("selection")
+
+    layer = traitlets.Unicode("").tag(sync=True)
+    neuron = traitlets.Int(-1).tag(sync=True)
+    brush = traitlets.Any(None).tag(sync=True, **array_serialization)  # int32 instance indices
+    brush_source = traitlets.Unicode("").tag(sync=True)
+    hover = traitlets.Any(None).tag(sync=True, **array_serialization)  # int32, transient
+    hover_source = traitlets.Unicode("").tag(sync=True)
+    hover_instance = traitlets.Int(-1).tag(sync=True)  # one instance hovered (temporary matrix row)
+    pinned = traitlets.List(traitlets.Int()).tag(sync=True)
+    subset = traitlets.Unicode("").tag(sync=True)
+    subset_indices = traitlets.Any(None).tag(sync=True, **array_serialization)
+
+    def set_brush(self, indices, source: str) -> None:
+        with self.hold_sync():
+            self.brush_source = source
+            self.brush = None if indices is None else as_indices(indices)
+
+    def set_hover(self, indices, source: str) -> None:
+        with self.hold_sync():
+            self.hover_source = source
+            self.hover = None if indices is None else as_indices(indices)
+
+    def pin(self, index: int) -> None:
+        if int(index) not in self.pinned:
+            self.pinned = [*self.pinned, int(index)]
+
+    def unpin(self, index: int) -> None:
+        self.pinned = [i for i in self.pinned if i != int(index)]
+
+    def brushed(self) -> np.ndarray | None:
+        return None if self.brush is None else np.asarray(self.brush, dtype=np.int64)
