@@ -71,14 +71,14 @@ class ActivationMatrix(View):
         if not layers:
             raise ValueError(f"Store {store.path} holds no layers to show.")
         super().__init__(layers=layers, layer=layer if layer is not None else layers[-1], **kwargs)
-        self._subsets.observe(self._on_subsets_changed)
-        self.available_subsets = self._subsets.names
         if rows is None:
             rows = [SUBSET_PREFIX + name for name in self._subsets.by_class()]
         keys = list(dict.fromkeys(self._as_key(r) for r in rows))
         for key in keys:
             self._row_subset(key)  # a clear error for a bad row now, not a silently missing row
         self.row_keys = keys
+        self.available_subsets = self._subsets.names
+        self._subsets.observe(self._on_subsets_changed)
         self.observe(self._on_rows, names=["row_keys"])
         self.observe(self._refresh_values, names=["layer", "statistic", "threshold"])
         self.observe(self._refresh_order, names=["order_mode", "sort_by_row", "difference_to"])
