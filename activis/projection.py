@@ -59,7 +59,8 @@ _CHUNK_BYTES = 32 << 20  # rows read from the memory map per step
 _EXACT_KNN_MAX = 16_384  # above this many instances, neighbours come from a random-projection forest
 _FOREST_TREES = 8
 _FOREST_LEAF = 512
-_POWER_ITERATIONS = 2
+_POWER_ITERATIONS = 4
+_COVARIANCE_MAX_WIDTH = 2048  # wider layers: randomized PCA (covariance costs n x width^2)
 _NOTIFY_EVERY_S = 0.1
 
 
@@ -155,26 +156,43 @@ class _Rows:
             block = self.a[self.rows[s:e]] if self.rows is not None else self.a[s:e]
             yield s, e, np.array(block, dtype=np.float32)  # a copy: callers centre it in place
 
-    def moments(self) -> tuple[np.ndarray, float]:
-        """Column means and total variance; refuses non-finite activations with their rows."""
+    def moments(self, covariance: bool) -> tuple[np.ndarray, float, np.ndarray | None]:
+        """Column means, total variance and (if asked) the covariance matrix, in one pass.
+
+        Sums are taken around the first chunk's mean, so that a large common offset (activations
+        all near 50, say) does not cancel away float32 precision. Non-finite activations are
+        refused, naming the instances they belong to.
+        """
+        shift = None
         total = np.zeros(self.d)
         total_sq = np.zeros(self.d)
+        cross = np.zeros((self.d, self.d)) if covariance else None
         bad: list[int] = []
         for s, _, block in self.blocks():
             finite = np.isfinite(block).all(axis=1)
             if not finite.all():
                 bad.extend((s + np.flatnonzero(~finite)).tolist()[:10 - len(bad)])
-                block = np.where(np.isfinite(block), block, 0)
+                block[~np.isfinite(block)] = 0
+            if shift is None:
+                shift = block.mean(axis=0)
+            block -= shift
             total += block.sum(axis=0, dtype=np.float64)
-            total_sq += np.square(block, dtype=np.float64).sum(axis=0)
+            if covariance:
+                cross += block.T @ block
+            else:
+                total_sq += np.square(block, dtype=np.float64).sum(axis=0)
         if bad:
             ids = self.rows[bad] if self.rows is not None else bad
             raise ProjectionError(f"Activations contain NaN or infinite values (instances {list(map(int, ids))}"
                                   f"{' ...' if len(bad) == 10 else ''}); a 2D map of them would be meaningless. "
                                   "Pass instances= without them, or fix the model.")
-        mean = total / self.n
-        variance = np.maximum(total_sq / self.n - mean * mean, 0).sum() * self.n / max(1, self.n - 1)
-        return mean, float(variance)
+        centre = total / self.n
+        dof = max(1, self.n - 1)
+        if covariance:
+            cov = (cross - self.n * np.outer(centre, centre)) / dof
+            return shift + centre, float(np.trace(cov)), cov
+        variance = np.maximum(total_sq - self.n * centre * centre, 0).sum() / dof
+        return shift + centre, float(variance), None
 
     def times(self, m: np.ndarray, mean: np.ndarray) -> np.ndarray:
         """(A - mean) @ m, n x l."""
@@ -198,33 +216,47 @@ class _Rows:
 def _pca(rows: _Rows, k: int, seed: int, stage: Callable[[float], None]) -> tuple[np.ndarray, np.ndarray]:
     """Top-k principal component scores (n x k float32) and explained-variance ratios.
 
-    A randomized SVD (Halko, Martinsson & Tropp) that streams the memory map in chunks, so a
-    million-row float16 layer is never materialised as float32 and any width works. Signs are
-    fixed (largest loading positive) so that a layout does not flip between runs.
+    Streams the memory map in chunks, so a million-row float16 layer is never held as float32.
+    Exact (eigenvectors of the covariance, two passes) for layers up to
+    ``_COVARIANCE_MAX_WIDTH`` neurons; wider layers use a streaming randomized SVD (Halko,
+    Martinsson & Tropp) whose cost grows with the width only linearly. Signs are fixed (largest
+    loading positive) so that a layout does not flip between runs.
     """
+    k = min(k, rows.d, rows.n)
+    if rows.d <= _COVARIANCE_MAX_WIDTH:
+        stage(0.0)
+        mean, total_var, cov = rows.moments(covariance=True)
+        stage(0.5)
+        values, vectors = np.linalg.eigh(cov)
+        top = np.argsort(values)[::-1][:k]
+        components, variances = vectors[:, top].T, np.maximum(values[top], 0)
+    else:
+        components, variances, mean, total_var = _randomized_components(rows, k, seed, stage)
+    signs = np.sign(components[np.arange(k), np.abs(components).argmax(axis=1)])
+    components = components * np.where(signs == 0, 1, signs)[:, None]
+    scores = rows.times(components.T, mean)
+    stage(1.0)
+    ratio = variances / total_var if total_var > 0 else np.zeros(k)
+    return np.ascontiguousarray(scores, dtype=np.float32), ratio
+
+
+def _randomized_components(rows: _Rows, k: int, seed: int, stage: Callable[[float], None]):
     passes = 3 + 2 * _POWER_ITERATIONS
     stage(0 / passes)
-    mean, total_var = rows.moments()
-    k = min(k, rows.d, rows.n)
-    width = min(k + 10, rows.d, rows.n)
+    mean, total_var, _ = rows.moments(covariance=False)
+    width = min(k + 20, rows.d, rows.n)
     rng = np.random.default_rng(seed)
-    stage(1 / passes)
     q = rows.times(rng.standard_normal((rows.d, width)), mean)
     for i in range(_POWER_ITERATIONS):
         q, _ = np.linalg.qr(q)
-        stage((2 + 2 * i) / passes)
+        stage((1 + 2 * i) / passes)
         w, _ = np.linalg.qr(rows.transpose_times(q, mean))
-        stage((3 + 2 * i) / passes)
+        stage((2 + 2 * i) / passes)
         q = rows.times(w, mean)
     q, _ = np.linalg.qr(q)
-    stage((passes - 1) / passes)
     b = rows.transpose_times(q, mean).T
-    ub, s, vt = np.linalg.svd(b, full_matrices=False)
-    scores = (q @ ub[:, :k]) * s[:k]
-    signs = np.sign(vt[np.arange(k), np.abs(vt[:k]).argmax(axis=1)])
-    scores *= np.where(signs == 0, 1, signs)
-    ratio = (s[:k] ** 2 / max(1, rows.n - 1)) / total_var if total_var > 0 else np.zeros(k)
-    return np.ascontiguousarray(scores, dtype=np.float32), ratio
+    _, s, vt = np.linalg.svd(b, full_matrices=False)
+    return vt[:k], s[:k] ** 2 / max(1, rows.n - 1), mean, total_var
 
 
 def _as_layout(scores: np.ndarray) -> np.ndarray:
@@ -394,7 +426,7 @@ def _sgd_epochs_py(emb, head, tail, epochs_per_sample, next_sample, epochs_per_n
                 continue
             j = head[i]
             k = tail[i]
-            dist_squared = 0.0
+            dist_squared = np.float32(0.0)  # float32 like umap's rdist
             for d in range(dim):
                 diff = emb[j, d] - emb[k, d]
                 dist_squared += diff * diff
@@ -414,8 +446,8 @@ def _sgd_epochs_py(emb, head, tail, epochs_per_sample, next_sample, epochs_per_n
                 s[0] = (((s[0] & 4294967294) << 12) & 0xFFFFFFFF) ^ ((((s[0] << 13) & 0xFFFFFFFF) ^ s[0]) >> 19)
                 s[1] = (((s[1] & 4294967288) << 4) & 0xFFFFFFFF) ^ ((((s[1] << 2) & 0xFFFFFFFF) ^ s[1]) >> 25)
                 s[2] = (((s[2] & 4294967280) << 17) & 0xFFFFFFFF) ^ ((((s[2] << 3) & 0xFFFFFFFF) ^ s[2]) >> 11)
-                k = (s[0] ^ s[1] ^ s[2]) % n_vertices
-                dist_squared = 0.0
+                k = np.int32(s[0] ^ s[1] ^ s[2]) % n_vertices  # umap's tau_rand_int returns int32
+                dist_squared = np.float32(0.0)
                 for d in range(dim):
                     diff = emb[j, d] - emb[k, d]
                     dist_squared += diff * diff
@@ -474,12 +506,16 @@ def _umap_layout(graph, init: np.ndarray, params: dict, stage: Callable[[float],
     a, b = _ab_params(params["spread"], params["min_dist"])
     emb = init.copy()
     kernel = _sgd_kernel()
-    step = max(1, n_epochs // 50)
-    for start in range(0, n_epochs, step):
+    start, step = 0, 1
+    while start < n_epochs:  # in slices of about 0.1 s: prompt cancellation and progress
         stop = min(n_epochs, start + step)
+        t0 = time.perf_counter()
         kernel(emb, head, tail, epochs_per_sample, next_sample, epochs_per_negative, next_negative,
                rng_state, a, b, 1.0, 1.0, n_epochs, start, stop)
+        elapsed = time.perf_counter() - t0
         stage(stop / n_epochs)
+        start = stop
+        step = max(1, min(2 * step, int(step * 0.1 / max(elapsed, 1e-4))))
     return emb
 
 
@@ -649,7 +685,7 @@ class ProjectionJob:
     how far it is; ``preview`` holds the PCA layout as soon as a UMAP or t-SNE job has it;
     ``positions`` (n x 2 float32, read-only, rows in the order of ``instances``) the result.
     ``on_change(callback)`` calls ``callback(job)`` from the worker thread, at most ten times a
-    second plus once for every new status or preview.
+    second plus once for every new status, stage or preview.
     """
 
     def __init__(self, store, layer: str, method: str = "umap", *, instances=None, **params):
@@ -772,9 +808,10 @@ class ProjectionJob:
         def report(fraction: float) -> None:
             self._tick()
             with self._lock:
+                new_stage = self.stage != name
                 self.stage = name
-                self.progress = low + (high - low) * min(1.0, max(0.0, fraction))
-            self._notify()
+                self.progress = max(self.progress, low + (high - low) * min(1.0, max(0.0, fraction)))
+            self._notify(force=new_stage)
         return report
 
     def _notify(self, force: bool = False) -> None:
