@@ -256,9 +256,10 @@ class ProjectionView(View):
         self._request()
 
     def close(self):
-        if self._owns_projector:
+        """Close the view; stop its projection unless the projector is shared."""
+        if getattr(self, "_owns_projector", False):  # also called by __del__ of a half-built view
             self._projector.cancel()
-        if self._unsubscribe:
+        if getattr(self, "_unsubscribe", None):
             self._unsubscribe()
         super().close()
 
