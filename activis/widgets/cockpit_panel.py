@@ -1,0 +1,169 @@
+"""CockpitPanel: the training instruments of a cockpit log, live and linked.
+
+A thin view over a `CockpitLog` (or the log of a running `Cockpit`): it turns the log into arrays
+for the browser and holds only the selection (a step range and a layer). It subscribes to the
+log, so while a training loop runs in the same kernel every new step reaches the browser, at most
+every ``throttle`` seconds and never holding up the loop for more than the send itself. Scalar
+series cross as one float32 matrix, histograms as arrays summed over the selected steps and layer;
+brushing a step range in any time series (``step_range``) filters the histograms and the alpha
+distribution, and the layer picker (``layer``) switches the layer-wise instruments.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+import numpy as np
+import traitlets
+
+from ..cockpit.log import CockpitLog, read_log
+from ._arrays import array_serialization
+from ._base import View, bundle
+
+# the per-parameter quantities drawn per layer, and the network-wide series every instrument reads
+LAYER_QUANTITIES = ["GradNorm", "Distance", "UpdateSize", "HessTrace"]
+
+
+class CockpitPanel(View):
+    """The cockpit's instruments for one run: ``CockpitPanel(cockpit)``, ``CockpitPanel(log)`` or a path.
+
+    ``step_range`` is ``[first, last]`` (inclusive) or empty for all steps; ``layer`` is a layer
+    (module) name or ``""`` for the whole network. A panel over a folder that another process
+    is still writing shows new steps after ``refresh()``.
+    """
+
+    _esm = bundle("cockpit_panel")
+    height = traitlets.Int(760).tag(sync=True)
+
+    run = traitlets.Unicode("").tag(sync=True)
+    steps = traitlets.Any(None).tag(sync=True, **array_serialization)
+    series_names = traitlets.List(traitlets.Unicode()).tag(sync=True)
+    series = traitlets.Any(None).tag(sync=True, **array_serialization)  # (series, steps) float32, NaN = none
+    layers = traitlets.List(traitlets.Unicode()).tag(sync=True)
+    layer_series_names = traitlets.List(traitlets.Unicode()).tag(sync=True)
+    layer_series = traitlets.Any(None).tag(sync=True, **array_serialization)  # (quantity, layer, steps)
+    layer = traitlets.Unicode("").tag(sync=True)
+    step_range = traitlets.List(traitlets.Float(), maxlen=2).tag(sync=True)
+    hist1d = traitlets.Any(None).tag(sync=True, **array_serialization)
+    hist1d_range = traitlets.List(traitlets.Float()).tag(sync=True)
+    hist1d_steps = traitlets.Int(0).tag(sync=True)
+    hist2d = traitlets.Any(None).tag(sync=True, **array_serialization)
+    hist2d_range = traitlets.List(traitlets.List(traitlets.Float())).tag(sync=True)
+    hist2d_steps = traitlets.Int(0).tag(sync=True)
+    notes = traitlets.Dict().tag(sync=True)  # estimator labels and skipped quantities, for the footer
+    updates = traitlets.Int(0).tag(sync=True)  # how many times data was sent (live updates count)
+
+    def __init__(self, source, *, throttle: float = 0.5, **kwargs):
+        log = getattr(source, "log", source)
+        if isinstance(source, str | os.PathLike):
+            log = read_log(source)
+        if not isinstance(log, CockpitLog):
+            raise TypeError(f"CockpitPanel shows a Cockpit, a CockpitLog or a log folder, not {type(source).__name__}")
+        super().__init__(**kwargs)
+        self._log = log
+        self.throttle = throttle
+        self._lock = threading.Lock()
+        self._last_push = 0.0
+        self._timer: threading.Timer | None = None
+        self._push()
+        self._unsubscribe = log.subscribe(self._on_new_data)
+        self.observe(self._on_selection, names=["step_range", "layer"])
+
+    @property
+    def log(self) -> CockpitLog:
+        return self._log
+
+    def refresh(self) -> None:
+        """Read steps another process appended to the log folder (a no-op for a live cockpit)."""
+        if not self._log.refresh():
+            self._push()
+
+    def close(self) -> None:
+        if getattr(self, "_unsubscribe", None) is not None:
+            self._unsubscribe()
+            self._unsubscribe = None
+        if getattr(self, "_timer", None) is not None:
+            self._timer.cancel()
+        super().close()
+
+    # ---------------------------------------------------------------- live updates, throttled
+    def _on_new_data(self, _log) -> None:
+        with self._lock:
+            wait = self._last_push + self.throttle - time.monotonic()
+            if wait > 0:
+                if self._timer is None:  # the last state always arrives, even when training stops
+                    self._timer = threading.Timer(wait, self._push_later)
+                    self._timer.daemon = True
+                    self._timer.start()
+                return
+        self._push()
+
+    def _push_later(self) -> None:
+        with self._lock:
+            self._timer = None
+        self._push()
+
+    def _push(self) -> None:
+        with self._lock:
+            self._last_push = time.monotonic()
+            data = self._series_data()
+            hists = self._hist_data()
+        with self.hold_sync():
+            for key, value in {**data, **hists}.items():
+                setattr(self, key, value)
+            self.updates = self.updates + 1
+
+    @traitlets.validate("layer")
+    def _valid_layer(self, proposal):
+        layer = proposal["value"]
+        if layer and layer not in self._log.layers:
+            raise traitlets.TraitError(f"Unknown layer {layer!r}; layers: {', '.join(self._log.layers)}")
+        return layer
+
+    @traitlets.validate("step_range")
+    def _valid_range(self, proposal):
+        value = list(proposal["value"])
+        if len(value) not in (0, 2):
+            raise traitlets.TraitError(f"step_range is [first, last] or [], not {value}")
+        return sorted(value)
+
+    def _on_selection(self, _change) -> None:
+        with self.hold_sync():
+            for key, value in self._hist_data().items():
+                setattr(self, key, value)
+
+    # ---------------------------------------------------------------- arrays for the browser
+    def _series_data(self) -> dict:
+        log = self._log
+        frame = log.frame()
+        steps = np.asarray(frame.index, dtype=np.int32) if len(frame) else np.zeros(0, np.int32)
+        names = [c for c in frame.columns if "/" not in c and frame[c].dtype.kind in "fiu"
+                 and c != "batch_size"]
+        values = (frame[names].to_numpy(dtype=np.float32).T if names
+                  else np.zeros((0, len(steps)), np.float32))
+        layer_names = [q for q in LAYER_QUANTITIES if q in frame.columns]
+        per_layer = np.full((len(layer_names), len(log.layers), len(steps)), np.nan, dtype=np.float32)
+        for qi, q in enumerate(layer_names):
+            lf = log.layer_frame(q).reindex(frame.index)
+            per_layer[qi] = lf.to_numpy(dtype=np.float32).T
+        notes = {"hess_diag": log.meta.get("hess_diag_note", ""), "skipped": dict(log.skipped)}
+        return {"run": log.run, "steps": steps, "series_names": names, "series": values,
+                "layers": log.layers, "layer_series_names": layer_names, "layer_series": per_layer,
+                "notes": notes}
+
+    def _hist_data(self) -> dict:
+        log = self._log
+        start, stop = (self.step_range[0], self.step_range[1]) if len(self.step_range) == 2 else (None, None)
+        layer = self.layer or None
+        out = {}
+        quantities = log.meta.get("quantities", {})
+        for name, key in (("GradHist1d", "hist1d"), ("GradHist2d", "hist2d")):
+            if name not in log.meta.get("arrays", {}):
+                out.update({key: None, f"{key}_steps": 0})
+                continue
+            counts, n = log.histogram(name, start, stop, layer)
+            out.update({key: counts.astype(np.float64), f"{key}_steps": n,
+                        f"{key}_range": quantities[name]["range"]})
+        return out

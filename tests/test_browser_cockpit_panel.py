@@ -1,0 +1,126 @@
+"""CockpitPanel in a real JupyterLab: every instrument drawn, brushing, layer picker, live updates."""
+
+import re
+
+import pytest
+
+from conftest import ARTIFACTS
+from jupyter_page import open_cells, python_result, run_cell
+
+pytestmark = pytest.mark.browser
+
+XSS = "<img src=x onerror=alert(1)>"
+B, STEPS = 32, 24
+
+SETUP = f'''
+import json, time, torch, torch.nn.functional as F
+from torch import nn
+from activis.cockpit import Cockpit
+from activis.widgets.cockpit_panel import CockpitPanel
+
+def make(quantities="full", run={XSS!r}):
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(10, 8), nn.ReLU(), nn.Linear(8, 3))
+    opt = torch.optim.SGD(model.parameters(), lr=0.2)
+    return model, opt, Cockpit(model, quantities, optimizer=opt, run=run)
+
+def train(model, opt, cockpit, steps, pause=0.0):
+    g = torch.Generator().manual_seed(1)
+    for step in range(steps):
+        x, y = torch.randn({B}, 10, generator=g), torch.randint(0, 3, ({B},), generator=g)
+        opt.zero_grad()
+        out = model(x)
+        cockpit.backward(F.cross_entropy(out, y, reduction="none"))
+        opt.step()
+        cockpit.log_metrics(step, accuracy=float((out.argmax(1) == y).float().mean()))
+        time.sleep(pause)
+'''
+
+CHECK = ('print("RESULT " + json.dumps({"range": panel.step_range, "layer": panel.layer, '
+         '"hist1d_steps": panel.hist1d_steps, "total": float(panel.hist1d.sum())}))')
+INSTRUMENTS = ["alpha", "gauge", "maxev", "distance", "tests", "trace", "gradnorm", "hist1d", "tic", "loss",
+               "hist2d", "lr"]
+
+
+def card(view, key):
+    return view.locator(f".av-card[data-instrument='{key}']")
+
+
+def test_panel_draws_every_instrument_and_links_them(lab, page):
+    panel = open_cells(page, lab, "cockpit_panel.ipynb", [
+        SETUP + f"model, opt, cockpit = make()\ntrain(model, opt, cockpit, {STEPS})\n"
+        "panel = CockpitPanel(cockpit)\npanel",
+        CHECK,
+    ])
+    cell = run_cell(panel, 0)
+    view = cell.locator(f".activis-cockpit[data-ready='1'][data-steps='{STEPS}']")
+    view.wait_for()
+    for key in INSTRUMENTS:
+        assert int(card(view, key).get_attribute("data-points")) > 0, key
+    assert card(view, "other").is_hidden()  # MeanGSNR, CABS, EarlyStopping were not tracked
+    # one alpha per step but the last (it needs the next step); the last 10 % of them
+    assert card(view, "alpha").get_attribute("data-points") == str(STEPS - 1)
+    assert card(view, "alpha").get_attribute("data-last") == str(STEPS - 1 - int((STEPS - 1) * 0.9))
+    # histograms count every per-sample gradient element of every step: B x D per step
+    D = 10 * 8 + 8 + 8 * 3 + 3
+    assert card(view, "hist1d").get_attribute("data-steps") == str(STEPS)
+    assert float(card(view, "hist1d").get_attribute("data-total")) == STEPS * B * D
+    assert float(card(view, "hist2d").get_attribute("data-total")) == STEPS * B * D
+    # loss and the logged accuracy share the loss card (two series)
+    assert int(card(view, "loss").get_attribute("data-points")) == 2 * STEPS
+    # the run name is text, never markup
+    assert view.locator(".activis-toolbar strong").text_content() == XSS
+    assert view.locator("img").count() == 0
+    view.screenshot(path=str(ARTIFACTS / "cockpit_panel.png"))
+
+    # brush a step range on the loss chart: histograms and alpha follow, Python sees the range
+    brush = card(view, "loss").locator("[data-role='brush']")
+    box = brush.bounding_box()
+    y = box["y"] + box["height"] / 2
+    page.mouse.move(box["x"] + box["width"] * 0.25, y)
+    page.mouse.down()
+    page.mouse.move(box["x"] + box["width"] * 0.6, y, steps=5)
+    page.mouse.up()
+    view.locator(".activis-toolbar [data-role='range-label']").filter(has_text=re.compile(r"steps \d+–\d+")).wait_for()
+    first, last = (int(v) for v in view.get_attribute("data-range").split("-"))
+    assert 0 < first < last < STEPS - 1
+    picked = last - first + 1
+    card(view, "hist1d").and_(view.locator(f"[data-steps='{picked}']")).wait_for()
+    assert float(card(view, "hist1d").get_attribute("data-total")) == picked * B * D
+    assert card(view, "alpha").get_attribute("data-points") == str(picked)
+    result = python_result(panel, 1, lambda r: r["hist1d_steps"] == picked)
+    assert result["range"] == [first, last] and result["total"] == picked * B * D
+
+    # the layer picker: layer-wise instruments and histograms switch to the last Linear layer
+    view.locator("[data-role='layer-picker']").select_option("2")
+    cell.locator(".activis-cockpit[data-layer='2']").wait_for()
+    card(view, "hist1d").and_(view.locator(f"[data-total='{picked * B * (8 * 3 + 3)}']")).wait_for()
+    assert "layer 2" in card(view, "gradnorm").locator(".av-sub").text_content()
+    result = python_result(panel, 1, lambda r: r["layer"] == "2")
+    assert result["total"] == picked * B * (8 * 3 + 3)
+
+    # clear the range: all steps again
+    view.locator("[data-role='clear-range']").click()
+    card(view, "hist1d").and_(view.locator(f"[data-steps='{STEPS}']")).wait_for()
+    assert python_result(panel, 1, lambda r: r["range"] == [])["hist1d_steps"] == STEPS
+
+
+def test_panel_updates_live_while_the_loop_runs(lab, page):
+    steps = 40
+    panel = open_cells(page, lab, "cockpit_live.ipynb", [
+        SETUP + "model, opt, cockpit = make('economy', run='live')\npanel = CockpitPanel(cockpit, throttle=0.3)\npanel",
+        f"train(model, opt, cockpit, {steps}, pause=0.08)",
+    ])
+    view = run_cell(panel, 0).locator(".activis-cockpit[data-ready='1']")
+    view.wait_for()
+    assert view.get_attribute("data-steps") == "0"
+    loop = panel.locator(".jp-Notebook .jp-Cell").nth(1)
+    loop.locator(".jp-InputPrompt").click()
+    page.keyboard.press("Shift+Enter")
+    # new steps arrive while the cell is still running (its prompt shows [*])
+    page.wait_for_function("(el) => Number(el.dataset.steps) >= 5", arg=view.element_handle(), timeout=30_000)
+    seen = int(view.get_attribute("data-steps"))
+    assert seen < steps and "[*]" in loop.locator(".jp-InputPrompt").inner_text()
+    # and the last state arrives once the loop ends (the throttle's trailing update)
+    view.and_(page.locator(f"[data-steps='{steps}']")).wait_for(timeout=60_000)
+    assert int(card(view, "gradnorm").get_attribute("data-points")) == steps
