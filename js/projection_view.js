@@ -220,11 +220,19 @@ function render({ model, el }) {
   // state (rows are positions in the arrays; instance ids are what Python sees)
   let n = 0;
   let pos = null; // Float32Array of the current target layout (data coordinates)
-  let layout = null; // {norm, cx, cy, span} of the target layout
-  let drawn = null; // Float32Array normalised coordinates being drawn (differs from target while animating)
+  let layout = null; // {norm, cx, cy, span, extent} of the target layout
   let grid = null;
-  let order = null;
   let codes = null;
+  // Painting walks the points in a fixed shuffled order (no class always on top). The arrays it
+  // reads are kept in that order, so that a frame reads memory sequentially: at a million points,
+  // random access into row-ordered arrays was 5x slower.
+  let order = null; // paint position -> row
+  let rank = null; // row -> paint position
+  let paintXY = null; // normalised coordinates being drawn, in paint order (moves while animating)
+  let paintCodes = null; // colour codes in paint order
+  let paintLayer = null; // 0 front, 1 faded (outside the selection), 2 faint (outside the filter)
+  let layered = false;
+  let visibleCount = 0;
   let ids = null; // Int32Array row -> instance id, or null when row == id
   let rowOfId = null;
   let selected = null; // Uint8Array per row
@@ -317,28 +325,38 @@ function render({ model, el }) {
     return true;
   }
 
-  function stampAll(rows, count, colorOf, size) {
-    // rasterise `count` rows (an index array) with squares/discs of `size` device px
-    const W = canvas.width, H = canvas.height;
+  function paintTransform() {
     const t = fitTransform();
-    const ax = t.ax * dpr, bx = t.bx * dpr, ay = t.ay * dpr, by = t.by * dpr;
+    return { ax: t.ax * dpr, bx: t.bx * dpr, ay: t.ay * dpr, by: t.by * dpr, W: canvas.width, H: canvas.height };
+  }
+
+  function stamp(x, y, col, offs, W, H) {
+    for (let k = 0; k < offs.length; k += 2) {
+      const xx = x + offs[k], yy = y + offs[k + 1];
+      if (xx >= 0 && xx < W && yy >= 0 && yy < H) pixels[yy * W + xx] = col;
+    }
+  }
+
+  function paintLayerPass(wanted, colours, size) {
+    // every point whose layer is `wanted`, in paint order (sequential reads)
+    const { ax, bx, ay, by, W, H } = paintTransform();
+    const xy = paintXY, cs = paintCodes, lay = layered ? paintLayer : null, px = pixels;
     const offs = stampOffsets(size);
-    const m = offs.length;
-    const px = pixels, nm = drawn;
-    for (let o = 0; o < count; o++) {
-      const i = rows[o];
-      const x = Math.round(ax * nm[2 * i] + bx), y = Math.round(ay * nm[2 * i + 1] + by);
+    if (offs.length === 2) { // one pixel per point: the hot loop at a million points
+      const xMax = W - 0.5, yMax = H - 0.5;
+      for (let o = 0; o < n; o++) {
+        if (lay !== null && lay[o] !== wanted) continue;
+        const fx = ax * xy[2 * o] + bx, fy = ay * xy[2 * o + 1] + by;
+        if (!(fx >= -0.5 && fx < xMax && fy >= -0.5 && fy < yMax)) continue; // also skips NaN
+        px[((fy + 0.5) | 0) * W + ((fx + 0.5) | 0)] = colours[cs[o]];
+      }
+      return;
+    }
+    for (let o = 0; o < n; o++) {
+      if (lay !== null && lay[o] !== wanted) continue;
+      const x = Math.round(ax * xy[2 * o] + bx), y = Math.round(ay * xy[2 * o + 1] + by);
       if (!(x > -size && x < W + size && y > -size && y < H + size)) continue; // also skips NaN
-      const col = colorOf(i);
-      if (col === 0) continue;
-      if (m === 2) {
-        if (x >= 0 && x < W && y >= 0 && y < H) px[y * W + x] = col;
-        continue;
-      }
-      for (let k = 0; k < m; k += 2) {
-        const xx = x + offs[k], yy = y + offs[k + 1];
-        if (xx >= 0 && xx < W && yy >= 0 && yy < H) px[yy * W + xx] = col;
-      }
+      stamp(x, y, colours[cs[o]], offs, W, H);
     }
   }
 
@@ -346,26 +364,20 @@ function render({ model, el }) {
     if (!image) return;
     const t0 = performance.now();
     pixels.fill(pack(...bgRGBA));
-    let visible = 0;
-    if (drawn && n) {
+    if (paintXY && n) {
       const size = pointSize();
-      const code = codes && codes.length === n ? codes : null;
-      const anySel = selectedCount > 0;
-      const layered = anySel || inFilter;
-      const front = (i) => (!inFilter || inFilter[i]) && (!anySel || selected[i]);
-      // back layer: points outside the selection (faded) or the filter (faint); front: the rest
       if (layered) {
-        stampAll(order, n, (i) => (front(i) ? 0 : (inFilter && !inFilter[i] ? faint : faded)[code ? code[i] : 255]), size);
+        paintLayerPass(2, faint, size);
+        paintLayerPass(1, faded, size);
       }
-      stampAll(order, n, (i) => (layered && !front(i) ? 0 : palette[code ? code[i] : 255]), size);
-      for (let i = 0; i < n; i++) if (drawn[2 * i] === drawn[2 * i]) visible++;
+      paintLayerPass(0, palette, size);
     }
     basePixels.set(pixels);
-    el.dataset.points = String(visible);
+    el.dataset.points = String(paintXY ? visibleCount : 0);
     el.dataset.drawMs = (performance.now() - t0).toFixed(2);
     drawHighlights(false);
     el.dataset.rendered = String(Number(el.dataset.rendered || 0) + 1);
-    if (firstDraw !== null && drawn) {
+    if (firstDraw !== null && paintXY) {
       el.dataset.firstDrawMs = (performance.now() - firstDraw).toFixed(1);
       firstDraw = null;
     }
@@ -377,12 +389,18 @@ function render({ model, el }) {
     if (!image) return;
     const t0 = performance.now();
     if (fromBase) pixels.set(basePixels);
-    if (highlighted.length && drawn) {
+    if (highlighted.length && paintXY) {
       const size = pointSize();
+      const { ax, bx, ay, by, W, H } = paintTransform();
       const ring = pack(...fgRGBA);
-      const code = codes && codes.length === n ? codes : null;
-      stampAll(highlighted, highlighted.length, () => ring, size + 4);
-      stampAll(highlighted, highlighted.length, (i) => palette[code ? code[i] : 255], size + 1);
+      const outer = stampOffsets(size + 4), inner = stampOffsets(size + 1);
+      for (const row of highlighted) {
+        const o = rank[row];
+        const x = Math.round(ax * paintXY[2 * o] + bx), y = Math.round(ay * paintXY[2 * o + 1] + by);
+        if (!(x > -size - 4 && x < W + size + 4 && y > -size - 4 && y < H + size + 4)) continue;
+        stamp(x, y, ring, outer, W, H);
+        stamp(x, y, palette[paintCodes[o]], inner, W, H);
+      }
     }
     ctx.putImageData(image, 0, 0);
     el.dataset.highlighted = String(highlighted.length);
@@ -393,9 +411,10 @@ function render({ model, el }) {
     octx.setTransform(dpr, 0, 0, dpr, 0, 0);
     octx.clearRect(0, 0, cssW, cssH);
     const accent = getComputedStyle(el).getPropertyValue("--av-accent").trim() || "#1976d2";
-    if (hoveredRow >= 0 && drawn) {
+    if (hoveredRow >= 0 && paintXY) {
       const t = fitTransform();
-      const x = t.ax * drawn[2 * hoveredRow] + t.bx, y = t.ay * drawn[2 * hoveredRow + 1] + t.by;
+      const o = rank[hoveredRow];
+      const x = t.ax * paintXY[2 * o] + t.bx, y = t.ay * paintXY[2 * o + 1] + t.by;
       octx.beginPath();
       octx.arc(x, y, pointSize() / dpr / 2 + 4, 0, 2 * Math.PI);
       octx.lineWidth = 2;
@@ -457,13 +476,28 @@ function render({ model, el }) {
     for (const r of rows) selected[r] = 1;
     selectedCount = rows.length;
     el.dataset.selected = String(selectedCount);
+    updateLayers();
   }
 
   function loadFilter() {
     const value = model.get("filter_indices");
-    if (!value) { inFilter = null; return; }
-    inFilter = new Uint8Array(n);
-    for (const r of rowsOfIds(value)) inFilter[r] = 1;
+    inFilter = null;
+    if (value) {
+      inFilter = new Uint8Array(n);
+      for (const r of rowsOfIds(value)) inFilter[r] = 1;
+    }
+    updateLayers();
+  }
+
+  function updateLayers() {
+    // points outside the selection are faded and drawn below it; outside the filter, fainter still
+    layered = selectedCount > 0 || inFilter !== null;
+    if (!layered || !order) return;
+    paintLayer = new Uint8Array(n);
+    for (let o = 0; o < n; o++) {
+      const row = order[o];
+      paintLayer[o] = inFilter && !inFilter[row] ? 2 : selectedCount > 0 && !selected[row] ? 1 : 0;
+    }
   }
 
   function loadHighlight() {
@@ -475,35 +509,53 @@ function render({ model, el }) {
 
   function loadCodes() {
     const arr = decodeArray(model.get("color_codes"));
-    codes = arr ? arr.data : null;
+    codes = arr && arr.data.length === n ? arr.data : null;
+    paintCodes = new Uint8Array(n).fill(255); // 255: no colour yet (drawn grey)
+    if (codes) for (let o = 0; o < n; o++) paintCodes[o] = codes[order[o]];
     readTheme();
     el.dataset.colorBy = model.get("color_by");
     el.dataset.colorSignature = colorSignature();
     renderLegend();
   }
 
+  function inPaintOrder(norm) {
+    const out = new Float32Array(2 * n);
+    for (let o = 0; o < n; o++) {
+      const row = order[o];
+      out[2 * o] = norm[2 * row];
+      out[2 * o + 1] = norm[2 * row + 1];
+    }
+    return out;
+  }
+
   function loadPositions() {
     const arr = decodeArray(model.get("positions"));
     const newN = arr ? arr.shape[0] : 0;
-    if (firstDraw === null && !drawn && newN) firstDraw = performance.now();
-    const previous = drawn;
+    if (firstDraw === null && !paintXY && newN) firstDraw = performance.now();
+    const previous = paintXY;
     const animate = previous && newN === n && n > 0 && n <= ANIMATE_MAX_POINTS;
-    if (newN !== n) {
+    if (newN !== n || !order) {
       n = newN;
       order = shuffledOrder(n);
+      rank = new Uint32Array(n);
+      for (let o = 0; o < n; o++) rank[order[o]] = o;
       loadIds();
       loadSelection();
       loadFilter();
+      loadCodes();
       highlighted = rowsOfIds(model.get("highlighted_indices"));
       hoveredRow = -1;
     }
     pos = arr ? arr.data : null;
     layout = pos ? normalise(pos, n) : null;
     grid = layout ? buildGrid(layout.norm, n) : null;
+    visibleCount = 0;
+    if (pos) for (let i = 0; i < 2 * n; i += 2) if (Number.isFinite(pos[i]) && Number.isFinite(pos[i + 1])) visibleCount++;
+    const target = layout ? inPaintOrder(layout.norm) : null;
     if (animate) {
-      startAnimation(previous, layout.norm);
+      startAnimation(previous, target);
     } else {
-      drawn = layout ? layout.norm : null;
+      paintXY = target;
       scheduleDraw();
     }
     updateStatus();
@@ -519,11 +571,11 @@ function render({ model, el }) {
       const e = t < 0.5 ? 2 * t * t : 1 - Math.pow(-2 * t + 2, 2) / 2;
       if (t < 1) {
         for (let i = 0; i < current.length; i++) current[i] = from[i] + (to[i] - from[i]) * e;
-        drawn = current;
+        paintXY = current;
         drawBase();
         animation.frame = requestAnimationFrame(step);
       } else {
-        drawn = to;
+        paintXY = to;
         animation = null;
         delete el.dataset.animating;
         drawBase();
@@ -818,7 +870,12 @@ function render({ model, el }) {
   const on = (names, fn) => { for (const name of names.split(" ")) model.on(`change:${name}`, fn); };
   on("positions", loadPositions);
   on("instance_ids", () => { loadIds(); loadSelection(); loadFilter(); scheduleDraw(); });
-  on("color_codes palette legend", () => { loadCodes(); scheduleDraw(); });
+  let codesQueued = false; // colour codes, palette and legend arrive together: decode them once
+  on("color_codes palette legend", () => {
+    if (codesQueued) return;
+    codesQueued = true;
+    queueMicrotask(() => { codesQueued = false; loadCodes(); scheduleDraw(); });
+  });
   on("selected_indices", () => { loadSelection(); updateStatus(); scheduleDraw(); });
   on("filter_indices", () => { loadFilter(); scheduleDraw(); });
   on("highlighted_indices", loadHighlight);
