@@ -4,7 +4,8 @@
 // Sorting by a row happens here (no kernel round trip); clustering arrives from Python as an order.
 import { applyTheme, themeColor } from "./common/theme.js";
 import { h, makeTooltip } from "./common/dom.js";
-import { decodeArray } from "./common/arrays.js";
+import { decodeArray, encodeArray } from "./common/arrays.js";
+import { connectSelection } from "./common/selection.js";
 
 const LABEL_W = 220;
 const HEADER_H = 20;
@@ -192,6 +193,9 @@ function render({ model, el }) {
   let hover = { row: -1, col: -1 };
   let pendingCluster = false;
   const rowEls = [];
+  let shared = null;           // the explorer's Selection, when one is attached
+  let sharedHoverRow = -1;     // the row whose instances we last wrote to selection.hover
+  let members = null, offsets = null;
 
   const keyIndex = (key) => rows.findIndex((r) => r.key === key);
   const save = (changes) => {
@@ -337,7 +341,11 @@ function render({ model, el }) {
       div.style.height = `${rowH}px`;
       div.style.fontSize = `${Math.max(6, font)}px`;
       if (rowH < 8) { text.style.visibility = "hidden"; size.style.visibility = "hidden"; }
-      div.addEventListener("click", () => save({ selected_row: model.get("selected_row") === row.key ? "" : row.key }));
+      div.addEventListener("click", () => {
+        const key = model.get("selected_row") === row.key ? "" : row.key;
+        save({ selected_row: key });
+        shareRow(key);
+      });
       div.addEventListener("mouseenter", () => setHover(rows.indexOf(row), -1));
       sortBtn.addEventListener("click", (ev) => {
         ev.stopPropagation();
@@ -589,8 +597,64 @@ function render({ model, el }) {
     const key = row >= 0 ? rows[row].key : "";
     const neuron = col >= 0 ? order[col] : -1;
     if (model.get("hovered_row") !== key || model.get("hovered_neuron") !== neuron) save({ hovered_row: key, hovered_neuron: neuron });
+    shareHover(row);
     updateCorner();
     blit();
+  }
+
+  // ------------------------------------------------------------------ shared selection (explorer)
+  function rowMembers(r) {
+    if (!members || !offsets || r < 0 || r + 1 >= offsets.length) return null;
+    return members.subarray(offsets[r], offsets[r + 1]);
+  }
+
+  /** Light up the hovered row's instances in the other views, once per row, not per mouse move. */
+  function shareHover(row) {
+    if (!shared || row === sharedHoverRow) return;
+    const inside = row >= 0 ? rowMembers(row) : null;
+    if (row >= 0 && !inside) return;
+    sharedHoverRow = row;
+    if (inside) shared.setIndices("hover", "matrix", inside);
+    else if (shared.get("hover_source") === "matrix") shared.setIndices("hover", "matrix", null);
+  }
+
+  function shareNeuron(neuron) {
+    if (shared && shared.get("neuron") !== neuron) shared.set({ neuron });
+  }
+
+  function shareRow(key) {
+    if (!shared) return;
+    const r = keyIndex(key);
+    if (!key || r < 0 || rows[r].kind !== "subset") {
+      if (shared.get("subset")) shared.set({ subset: "", subset_indices: null });
+      return;
+    }
+    const inside = rowMembers(r);
+    shared.set({ subset: rows[r].label, subset_indices: inside ? encodeArray(Int32Array.from(inside), "int32") : null });
+  }
+
+  /** The shared neuron and layer drive this view (the explorer's selection wins). */
+  function followShared(sel) {
+    const neuron = sel.get("neuron");
+    if (typeof neuron === "number" && neuron >= -1 && neuron < N && neuron !== model.get("selected_neuron")) {
+      save({ selected_neuron: neuron });
+    }
+    const layer = sel.get("layer");
+    if (layer && layer !== model.get("layer") && (model.get("layers") || []).includes(layer)) save({ layer });
+  }
+
+  async function attachSelection() {
+    if (shared) shared.dispose();
+    shared = null;
+    sharedHoverRow = -1;
+    shared = await connectSelection(model, followShared);
+    el.dataset.linked = String(!!shared);
+  }
+
+  function decodeMembers() {
+    const m = decodeArray(model.get("row_members")), o = decodeArray(model.get("row_offsets"));
+    members = m ? m.data : null;
+    offsets = o ? o.data : null;
   }
 
   function tooltipLines(cell) {
@@ -625,18 +689,23 @@ function render({ model, el }) {
     tooltip.show(tooltipLines(cell), ev.clientX - box.left, ev.clientY - box.top);
   });
   canvas.addEventListener("mouseleave", () => { tooltip.hide(); setHover(-1, -1); });
+  el.addEventListener("mouseleave", () => setHover(-1, -1));
   canvas.addEventListener("click", (ev) => {
     const cell = cellAt(ev);
     if (!cell) return;
     const key = rows[cell.row].key;
     const same = model.get("selected_neuron") === cell.neuron && model.get("selected_row") === key;
     save(same ? { selected_neuron: -1, selected_row: "" } : { selected_neuron: cell.neuron, selected_row: key });
+    shareNeuron(same ? -1 : cell.neuron);
+    shareRow(same ? "" : key);
   });
   header.addEventListener("click", (ev) => {
     const box = header.getBoundingClientRect();
     const col = Math.floor((ev.clientX - box.left + scroller.scrollLeft) / cellW);
     if (col < 0 || col >= N) return;
-    save({ selected_neuron: model.get("selected_neuron") === order[col] ? -1 : order[col] });
+    const neuron = model.get("selected_neuron") === order[col] ? -1 : order[col];
+    save({ selected_neuron: neuron });
+    shareNeuron(neuron);
   });
   labels.addEventListener("mouseleave", () => setHover(-1, -1));
   // labels scrolled by the browser (focus, find, scrollIntoView) or the wheel move the matrix too
@@ -669,7 +738,10 @@ function render({ model, el }) {
   zoomOut.addEventListener("click", () => zoom(0.5));
   zoomFit.addEventListener("click", () => { fitMode = true; layout(); blit(); });
 
-  layerSelect.addEventListener("change", () => save({ layer: layerSelect.value }));
+  layerSelect.addEventListener("change", () => {
+    save({ layer: layerSelect.value });
+    if (shared) shared.set({ layer: layerSelect.value });
+  });
   statSelect.addEventListener("change", () => save({ statistic: statSelect.value }));
   sortSelect.addEventListener("change", () => save(sortSelect.value ? { sort_by_row: sortSelect.value, order_mode: "sort" } : { sort_by_row: "" }));
   diffSelect.addEventListener("change", () => save({ difference_to: diffSelect.value }));
@@ -746,6 +818,9 @@ function render({ model, el }) {
   model.on("change:status", onSelects);
   model.on("change:available_subsets", onSelects);
   model.on("change:layers", onSelects);
+  const onMembers = () => { decodeMembers(); sharedHoverRow = -1; };
+  model.on("change:row_members", onMembers);
+  model.on("change:shared_selection", attachSelection);
 
   // theme switches change the CSS variables the colours come from
   const themeObserver = new MutationObserver(() => { computeScale(); buildImage(); blit(); drawLegend(); });
@@ -753,6 +828,8 @@ function render({ model, el }) {
   const resizeObserver = new ResizeObserver(() => { layout(); buildLabels(); blit(); });
   resizeObserver.observe(scroller);
 
+  decodeMembers();
+  attachSelection();
   fullDraw();
   // the first draw can happen before the element is attached (zero width): lay out again once it is
   requestAnimationFrame(() => { layout(); buildLabels(); blit(); });
@@ -771,6 +848,9 @@ function render({ model, el }) {
     model.off("change:status", onSelects);
     model.off("change:available_subsets", onSelects);
     model.off("change:layers", onSelects);
+    model.off("change:row_members", onMembers);
+    model.off("change:shared_selection", attachSelection);
+    if (shared) shared.dispose();
   };
 }
 

@@ -219,3 +219,42 @@ def test_activation_matrix_100_rows_1024_neurons(lab, page):
     TIMINGS["matrix_100x1024_sort_ms"] = sort_times
     # generous bounds: catch a pathological regression, not machine noise (benchmarks/ has the figures)
     assert draw_ms < 2000 and max(sort_times) < 1000, (draw_ms, sort_times)
+
+
+def test_activation_matrix_links_through_a_shared_selection(lab, page):
+    """With an explorer's Selection attached, hover/click write it and its neuron/layer drive the matrix."""
+    make_store(lab.root_dir / "matrix_store_linked")
+    panel = open_cells(page, lab, "activation_matrix_linked.ipynb", [
+        "import json\nfrom activis.store import open_store\nfrom activis.widgets.selection import Selection\n"
+        "from activis.widgets.activation_matrix import ActivationMatrix\n"
+        "sel = Selection()\nm = ActivationMatrix(open_store('matrix_store_linked'), 'fc', shared_selection=sel)\n"
+        "hovers = []\nsel.observe(lambda c: hovers.append([] if c['new'] is None else c['new'].tolist()), 'hover')\nm",
+        'print("RESULT " + json.dumps({"hovers": hovers, '
+        '"hover_source": sel.hover_source, "neuron": sel.neuron, "subset": sel.subset, '
+        '"subset_n": 0 if sel.subset_indices is None else len(sel.subset_indices), '
+        '"m_neuron": m.selected_neuron, "m_layer": m.layer}))',
+        "sel.neuron = 9\nsel.layer = 'signed'",
+    ])
+    view = run_cell(panel, 0).locator(".activis-matrix[data-linked='true']")
+    view.wait_for()
+    cell_w = float(view.get_attribute("data-cell-w"))
+    row_h = float(view.get_attribute("data-row-h"))
+    canvas = view.locator("canvas.av-canvas")
+
+    # hovering the "true two" row lights up exactly its instances, written by the matrix in the
+    # browser, once per row however the mouse moves along it; leaving the matrix clears it
+    for x in (20.5, 21.5, 30.5):
+        canvas.hover(position={"x": x * cell_w, "y": 2.5 * row_h})
+    result = python_result(panel, 1, lambda r: r["hover_source"] == "matrix" and len(r["hovers"]) >= 2)
+    assert result["hovers"] == [list(range(2, 400, 4)), []]
+
+    # clicking a cell of "true zero" shares the neuron and the subset
+    canvas.click(position={"x": 3.5 * cell_w, "y": 0.5 * row_h})
+    result = python_result(panel, 1, lambda r: r["neuron"] == 3 and r["subset"] == "true zero")
+    assert result["subset_n"] == 100 and result["m_neuron"] == 3
+
+    # another view's choice of neuron and layer drives the matrix
+    rendered_after(page, view, lambda: run_cell(panel, 2))
+    page.wait_for_function("(el) => el.dataset.selectedNeuron === '9'", arg=view.element_handle())
+    result = python_result(panel, 1, lambda r: r["m_neuron"] == 9 and r["m_layer"] == "signed")
+    assert result["m_layer"] == "signed" and view.get_attribute("data-scale") == "diverging"

@@ -170,3 +170,25 @@ def test_follows_subset_changes(store):
     m.close()
     subsets.add("later", "index < 3")  # a closed view no longer follows
     assert "later" not in m.available_subsets
+
+
+def test_row_members_for_a_shared_selection(store, monkeypatch):
+    from activis.widgets import activation_matrix
+    from activis.widgets.selection import Selection
+
+    m = ActivationMatrix(store, "fc")
+    assert m.row_members is None  # nothing to link: nothing sent
+    m.shared_selection = Selection()
+    m.add_instance(7)
+    offsets, members = m.row_offsets.tolist(), m.row_members
+    assert offsets == [0, 80, 160, 240, 241] and members.dtype == np.int32
+    for r, key in enumerate(m.row_keys):
+        np.testing.assert_array_equal(members[offsets[r]:offsets[r + 1]], m.subsets.indices(m._row_subset(key)))
+    sent = m.row_members
+    m.statistic = "std"  # same rows: the browser keeps what it has
+    assert m.row_members is sent
+    monkeypatch.setattr(activation_matrix, "MEMBERS_LIMIT", 100)
+    m.add_instance(8)  # too many members for the browser: linking goes through Python
+    assert m.row_members is None and m.row_offsets is None
+    m.shared_selection = None
+    assert m.row_members is None

@@ -6,14 +6,20 @@ import difflib
 
 import numpy as np
 import traitlets
+from ipywidgets import widget_serialization
 
 from ..subsets import STATS, Subset, SubsetError, Subsets, checked_indices, cluster_neurons, sort_neurons
 from ._arrays import array_serialization
 from ._base import View, bundle
+from .selection import Selection
 
 SUBSET_PREFIX = "subset:"
 INSTANCE_PREFIX = "instance:"
 ORDER_MODES = ("index", "sort", "cluster")
+# instance indices of all rows together that the browser may hold for linking through a shared
+# Selection (hovering a row lights up its instances elsewhere without the kernel); beyond this,
+# hovered_indices in Python is the link
+MEMBERS_LIMIT = 4_000_000
 
 
 class ActivationMatrix(View):
@@ -27,6 +33,11 @@ class ActivationMatrix(View):
     Linkable state: ``selected_neuron`` (-1 for none), ``selected_row`` / ``hovered_row`` (row
     keys, "" for none), ``hovered_neuron``, and the Python-only ``selected_indices`` /
     ``hovered_indices`` (int32 instance indices of the selected / hovered row).
+
+    With an explorer's `Selection` in ``shared_selection``, the browser links views directly: hovering a row
+    writes its instances to ``selection.hover`` (source "matrix"), clicking a neuron writes
+    ``selection.neuron``, clicking a subset row writes ``selection.subset``/``subset_indices``,
+    and the matrix follows ``selection.neuron`` and ``selection.layer``.
 
     Neuron order: ``order_mode`` "index", "sort" (by the values in ``sort_by_row``, computed in
     the browser; ``neuron_order`` mirrors it in Python) or "cluster" (hierarchical clustering of
@@ -62,6 +73,12 @@ class ActivationMatrix(View):
 
     status = traitlets.Unicode("").tag(sync=True)  # the last error from a bad request, shown in the view
 
+    shared_selection = traitlets.Instance(Selection, allow_none=True).tag(sync=True, **widget_serialization)
+    # the rows' instances for in-browser linking, only while a selection is attached: row r's
+    # instances are row_members[row_offsets[r]:row_offsets[r + 1]]
+    row_members = traitlets.Any(None).tag(sync=True, **array_serialization)
+    row_offsets = traitlets.Any(None).tag(sync=True, **array_serialization)
+
     def __init__(self, store, layer: str | None = None, *, subsets: Subsets | None = None, rows=None, **kwargs):
         self._store = store
         self._subsets = subsets if subsets is not None else Subsets(store)
@@ -84,6 +101,8 @@ class ActivationMatrix(View):
         self.observe(self._refresh_order, names=["order_mode", "sort_by_row", "difference_to"])
         self.observe(self._on_selected_row, names=["selected_row"])
         self.observe(self._on_hovered_row, names=["hovered_row"])
+        self.observe(self._refresh_members, names=["shared_selection"])
+        self._members_signature = None
         self._refresh_values()
 
     def close(self) -> None:
@@ -231,8 +250,26 @@ class ActivationMatrix(View):
             if self.selected_neuron >= n_neurons:
                 self.selected_neuron = -1
             self._refresh_order()
+            self._refresh_members()
         self._on_selected_row()
         self._on_hovered_row()
+
+    def _refresh_members(self, change=None) -> None:
+        keys = list(self.row_keys)
+        subsets = [self._row_subset(k) for k in keys] if self.shared_selection is not None else []
+        signature = (self.shared_selection is not None, self._store.n_instances, *(s.key for s in subsets))
+        if signature == self._members_signature:
+            return  # unchanged rows: do not resend what the browser holds
+        self._members_signature = signature
+        parts = [self._subsets.indices(s) for s in subsets]
+        if not parts or sum(map(len, parts)) > MEMBERS_LIMIT:
+            self.row_members = self.row_offsets = None
+            return
+        offsets = np.zeros(len(parts) + 1, np.int32)
+        offsets[1:] = np.cumsum([len(p) for p in parts])
+        with self.hold_sync():
+            self.row_members = np.concatenate(parts).astype(np.int32)
+            self.row_offsets = offsets
 
     def _refresh_order(self, change=None) -> None:
         self.neuron_order = self.current_order()
