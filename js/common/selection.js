@@ -1,11 +1,11 @@
 // Views of one explorer share a Selection model (activis/widgets/selection.py). A view's
-// `selection` trait holds a reference ("IPY_MODEL_<id>"); the view reads and writes the shared
+// `shared_selection` trait holds a reference ("IPY_MODEL_<id>"); the view reads and writes the shared
 // model here, in the browser, so cross-highlighting needs no round trip through the kernel.
 import { decodeArray, encodeArray } from "./arrays.js";
 
 /** Resolve the shared selection and call onChange(selection) now and after every change. */
 export async function connectSelection(model, onChange) {
-  const ref = model.get("selection");
+  const ref = model.get("shared_selection");
   if (!ref || !model.widget_manager) return null;
   const shared = await model.widget_manager.get_model(String(ref).replace(/^IPY_MODEL_/, ""));
   const handler = () => onChange(api);
