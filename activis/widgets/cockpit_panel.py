@@ -61,8 +61,8 @@ class CockpitPanel(View):
             log = read_log(source)
         if not isinstance(log, CockpitLog):
             raise TypeError(f"CockpitPanel shows a Cockpit, a CockpitLog or a log folder, not {type(source).__name__}")
+        self._log = log  # before the traits: validating a layer given here needs the log
         super().__init__(**kwargs)
-        self._log = log
         self.throttle = throttle
         self._lock = threading.Lock()
         self._last_push = 0.0
