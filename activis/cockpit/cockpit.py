@@ -406,7 +406,7 @@ class _Tracking:
             if loss is None:
                 loss = mean
             elif not torch.isclose(loss.detach().to(mean), mean, rtol=1e-4, atol=1e-6):
-                raise ValueError(f"loss ({float(loss):.6g}) is not the mean of individual_losses "
+                raise ValueError(f"loss ({float(loss.detach()):.6g}) is not the mean of individual_losses "
                                  f"({float(mean):.6g}); the instruments assume the mean loss")
         if loss is None:
             raise ValueError("pass loss=... or individual_losses=... to the cockpit")

@@ -183,7 +183,7 @@ def _outer_hist1d(u: torch.Tensor, v: torch.Tensor, bins: Bins) -> torch.Tensor:
     big = np.abs(x) * np.maximum(-ymin, ymax)[:, None] >= nearest
     rows = np.flatnonzero(big)
     cum = np.zeros(k_bins + 1, dtype=np.int64)
-    cum[edges > 0] += (x.size - rows.size) * n  # the rows of small products
+    cum[1:-1][edges[1:-1] > 0] += (x.size - rows.size) * n  # the rows of small products
     cum[k_bins] = x.size * n
     if rows.size:
         sample = rows // m

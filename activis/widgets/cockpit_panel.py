@@ -77,8 +77,8 @@ class CockpitPanel(View):
 
     def refresh(self) -> None:
         """Read steps another process appended to the log folder (a no-op for a live cockpit)."""
-        if not self._log.refresh():
-            self._push()
+        self._log.refresh()
+        self._push()
 
     def close(self) -> None:
         if getattr(self, "_unsubscribe", None) is not None:
@@ -107,6 +107,9 @@ class CockpitPanel(View):
 
     def _push(self) -> None:
         with self._lock:
+            if self._timer is not None:  # this send carries the newest state already
+                self._timer.cancel()
+                self._timer = None
             self._last_push = time.monotonic()
             data = self._series_data()
             hists = self._hist_data()
