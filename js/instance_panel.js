@@ -6,6 +6,7 @@
 import { applyTheme, themeColor } from "./common/theme.js";
 import { h } from "./common/dom.js";
 import { decodeArray } from "./common/arrays.js";
+import { connectSelection } from "./common/selection.js";
 
 // Tableau 10 / 20: distinguishable, colour-blind aware, legible on light and dark backgrounds
 const TABLEAU10 = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7",
@@ -191,10 +192,27 @@ function render({ model, el }) {
     sample = decodeSample(model.get("_sample"));
     atlas = sample ? buildAtlas(sample.thumbs) : null;
   }
+  // an explorer's shared selection lights instances up from the browser, no kernel round trip:
+  // another view's hover first, else the active subset, else this view's own highlighted_indices
+  let shared = null, linked = null;
+  function followShared(sel) {
+    const hover = sel.get("hover_source") !== "instances" ? sel.indices("hover") : null;
+    const next = hover && hover.length ? hover : sel.indices("subset_indices");
+    const before = linked;
+    linked = next && next.length ? next : null;
+    if (linked !== before) schedule(false);
+  }
+  async function attachSelection() {
+    if (shared) shared.dispose();
+    shared = await connectSelection(model, followShared);
+    el.dataset.linked = String(!!shared);
+  }
+
   function readSelections() {
     pinned = new Set(model.get("pinned") || []);
     const hl = decodeArray(model.get("highlighted_indices"));
-    highlighted = hl && hl.data.length ? new Set(hl.data) : null;
+    const own = hl && hl.data.length ? hl.data : null;
+    highlighted = linked || own ? new Set(linked || own) : null;
   }
 
   function drawLegend() {
@@ -508,9 +526,12 @@ function render({ model, el }) {
   // canvas colours are read from the theme at draw time: redraw when JupyterLab switches theme
   const themeWatch = new MutationObserver(() => schedule(false));
   themeWatch.observe(document.body, { attributes: true, attributeFilter: ["data-jp-theme-name", "data-jp-theme-light"] });
+  model.on("change:shared_selection", attachSelection);
+  attachSelection();
   readSample();
   draw();
   return () => {
+    if (shared) shared.dispose();
     resize.disconnect();
     themeWatch.disconnect();
   };

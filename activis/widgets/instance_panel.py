@@ -5,10 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import traitlets
+from ipywidgets import widget_serialization
 
 from ..analysis import as_indices, sample_instances
 from ._arrays import array_serialization, array_to_json
 from ._base import View, bundle
+from .selection import Selection
 
 # the instances table's own columns; anything else is the user's metadata and goes in the hover card
 _STORE_COLUMNS = {"label", "pred", "correct", "confidence", "label_score", "nonfinite", "label_name", "pred_name"}
@@ -110,6 +112,8 @@ class InstancePanel(View):
     highlighted_indices = traitlets.Any(None).tag(sync=True, **array_serialization)
     filter_indices = traitlets.Any(None)
     sort_values = traitlets.Any(None)
+    # an explorer's Selection: other views' hovers and the active subset light squares up in the browser
+    shared_selection = traitlets.Instance(Selection, allow_none=True).tag(sync=True, **widget_serialization)
     max_instances = traitlets.Int(1000)
     seed = traitlets.Int(0)
 

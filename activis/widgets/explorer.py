@@ -1,0 +1,276 @@
+"""Explorer: the graph, matrix, projection, instance and subset views of one store, coordinated.
+
+The views share one `Selection` (layer, neuron, brushed / hovered / pinned instances, active
+subset). Each view writes the clauses it owns and follows every other clause, never its own (the
+rule Mosaic's cross-filtering uses), so a lasso in the projection narrows the instance panel and
+adds a "selection" row to the matrix but never erases itself. Hover highlights travel between the
+views inside the browser (through the shared Selection model); what needs the activations (a
+matrix row for a set of instances, a neuron's values) is computed here, in the kernel.
+"""
+
+from __future__ import annotations
+
+import ipywidgets as widgets
+import numpy as np
+
+from ..analysis import AnalysisError, explain_instance
+from ..subsets import Subsets
+from .activation_matrix import ActivationMatrix
+from .graph_view import GraphView
+from .instance_panel import InstancePanel
+from .projection_view import ProjectionView
+from .selection import Selection, as_indices
+from .subset_panel import SubsetPanel
+
+BRUSH_ROW = "selection"
+HOVER_ROW = "hover"
+
+
+class LayerNotCaptured(KeyError):
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+def store_layer_for(store, graph, name: str) -> str:
+    """The captured layer a graph selection means: itself, its node, or the last one inside a module."""
+    if name in store.layers:
+        return name
+    by_node = {store.manifest["layers"][layer].get("node"): layer for layer in store.layers}
+    if name in by_node:
+        return by_node[name]
+    if graph is not None:
+        inside = {n.name for n in graph.nodes_of_module(name)} if name in graph.modules else set()
+        if name in graph:
+            node = graph.node(name)
+            if node.op == "call_module":
+                inside |= {n.name for n in graph.nodes if n.target == node.target}
+        captured = [layer for layer in store.layers if store.manifest["layers"][layer].get("node") in inside]
+        if captured:
+            return captured[-1]
+    raise LayerNotCaptured(f"{name!r} was not captured; captured layers: {', '.join(store.layers)}. "
+                           "Capture it with activis.capture(..., layers=[...]).")
+
+
+class Explorer(widgets.VBox):
+    """One dashboard over a store; every view is also reachable alone (``explorer.matrix`` …)."""
+
+    def __init__(self, store, *, layer: str | None = None, subsets: Subsets | None = None, graph=None,
+                 method: str = "umap", max_instances: int = 1000, projection_params: dict | None = None):
+        self.store = store
+        self.subsets = subsets if subsets is not None else Subsets(store)
+        self.graph = graph if graph is not None else store.graph
+        layer = layer or store.layers[-1]
+        self.selection = Selection(layer=layer)
+        self.graph_view = None
+        if self.graph is not None:
+            captured = [store.manifest["layers"][name].get("node") or name for name in store.layers]
+            self.graph_view = GraphView(self.graph, captured_layers=captured, height=260,
+                                        selected_layer=store.manifest["layers"][layer].get("node") or layer)
+        self.matrix = ActivationMatrix(store, layer, subsets=self.subsets, height=380)
+        self.projection = ProjectionView(store, layer, method, params=projection_params, height=420)
+        self.instances = InstancePanel(store, max_instances=max_instances, height=420)
+        self.subset_panel = SubsetPanel(self.subsets, height=260)
+        self.why = widgets.Output(layout=widgets.Layout(max_height="260px", overflow="auto"))
+        self.status = widgets.Label("")
+        self.last_explanation = None
+        views = [self.matrix, self.projection, self.instances, self.subset_panel]
+        if self.graph_view is not None:
+            views.append(self.graph_view)
+        for view in views:
+            if "shared_selection" in view.trait_names():
+                view.shared_selection = self.selection
+        self._wire()
+        row = widgets.Layout(width="100%")
+        children = [self.status]
+        if self.graph_view is not None:
+            children.append(self.graph_view)
+        children += [
+            widgets.HBox([_boxed(self.matrix, "62%"), _boxed(self.subset_panel, "38%")], layout=row),
+            widgets.HBox([_boxed(self.projection, "50%"), _boxed(self.instances, "50%")], layout=row),
+            widgets.VBox([widgets.Label("Why was it misclassified? (pin a misclassified instance)"), self.why]),
+        ]
+        super().__init__(children=children, layout=widgets.Layout(width="100%"))
+        self.add_class("activis-explorer")
+
+    # ------------------------------------------------------------------ wiring
+    def _wire(self) -> None:
+        sel = self.selection
+        if self.graph_view is not None:
+            self.graph_view.observe(self._on_graph_layer, "selected_layer")
+        sel.observe(self._on_layer, "layer")
+        self.matrix.observe(lambda c: self._set_layer(c["new"]), "layer")
+        self.projection.observe(lambda c: self._set_layer(c["new"]), "layer")
+        # neuron: matrix column -> projection colour and instance panel order
+        self.matrix.observe(lambda c: setattr(sel, "neuron", c["new"]), "selected_neuron")
+        sel.observe(self._on_neuron, "neuron")
+        # hover: a matrix row lights up its instances; an instance gives a temporary matrix row
+        self.matrix.observe(self._on_matrix_hover, "hovered_indices")
+        self.projection.observe(lambda c: setattr(sel, "hover_instance", c["new"]), "hovered_index")
+        self.instances.observe(lambda c: setattr(sel, "hover_instance", c["new"]), "hovered_index")
+        sel.observe(self._on_hover, ["hover", "hover_source"])
+        sel.observe(self._on_hover_instance, "hover_instance")
+        # pins: a click on a point or a square pins the instance as a matrix row
+        self.projection.observe(self._on_projection_select, "selected_indices")
+        self.instances.observe(lambda c: setattr(sel, "pinned", list(c["new"])), "pinned")
+        self.matrix.observe(self._on_matrix_rows, "row_keys")
+        sel.observe(self._on_pinned, "pinned")
+        # brush: a lasso in the projection
+        sel.observe(self._on_brush, ["brush", "brush_source"])
+        # subsets: picking one highlights it everywhere
+        self.subset_panel.observe(self._on_subset_pick, "active")
+        self.matrix.observe(self._on_matrix_row_pick, "selected_row")
+        sel.observe(self._on_subset, "subset_indices")
+
+    def _set_layer(self, layer: str) -> None:
+        if layer and layer != self.selection.layer:
+            self.selection.layer = layer
+
+    def _on_graph_layer(self, change) -> None:
+        try:
+            self._set_layer(store_layer_for(self.store, self.graph, change["new"]))
+            self.status.value = ""
+        except LayerNotCaptured as exc:
+            self.status.value = str(exc)
+
+    def _on_layer(self, change) -> None:
+        layer = change["new"]
+        self.matrix.layer = layer
+        self.projection.layer = layer
+        if self.graph_view is not None:
+            node = self.store.manifest["layers"][layer].get("node") or layer
+            if store_layer_for(self.store, self.graph, self.graph_view.selected_layer or layer) != layer:
+                self.graph_view.selected_layer = node
+        self.selection.neuron = -1
+        self._refresh_brush_row()
+
+    def _on_neuron(self, change) -> None:
+        neuron = change["new"]
+        if neuron >= 0:
+            self.projection.neuron = neuron
+            self.projection.color_by = "neuron"
+            self.instances.sort_by_neuron(self.selection.layer, neuron)
+        else:
+            self.projection.color_by = "label"
+            self.instances.sort_by(None)
+
+    def _on_matrix_hover(self, change) -> None:
+        indices = change["new"]
+        self.selection.set_hover(indices if indices is not None and len(indices) else None, "matrix")
+
+    def _on_hover(self, _change) -> None:
+        """Views that follow the shared selection in the browser need nothing from here."""
+        sel = self.selection
+        indices = None if sel.hover is None else np.asarray(sel.hover)
+        if sel.hover_source != "projection" and not _follows_in_browser(self.projection):
+            self.projection.highlight(indices if indices is not None else self._subset_highlight())
+
+    def _on_hover_instance(self, change) -> None:
+        index = change["new"]
+        if index >= 0:
+            label = f"hover #{index}"
+            self.matrix.add_rows_from_indices(HOVER_ROW, label, [index])
+        elif HOVER_ROW in self.matrix.row_keys:
+            self.matrix.remove_row(HOVER_ROW)
+
+    def _on_projection_select(self, change) -> None:
+        indices = as_indices(change["new"])
+        if self.projection.lasso is not None:  # a lasso or box: a brush
+            self.selection.set_brush(indices if indices.size else None, "projection")
+        elif indices.size == 1:  # a click on one point pins it
+            self.selection.pin(int(indices[0]))
+
+    def _on_pinned(self, change) -> None:
+        pinned = list(change["new"])
+        if list(self.instances.pinned) != pinned:
+            self.instances.pinned = pinned
+        shown = {int(k.split(":", 1)[1]) for k in self.matrix.row_keys if k.startswith("instance:")}
+        for index in pinned:
+            if index not in shown:
+                self.matrix.add_instance(index)
+        for index in shown - set(pinned):
+            self.matrix.remove_row(f"instance:{index}")
+        new = [i for i in pinned if i not in set(change["old"] or [])]
+        if new:
+            self.explain(new[-1])
+
+    def _on_matrix_rows(self, change) -> None:
+        """A pinned instance row removed in the matrix unpins the instance everywhere."""
+        kept = {int(k.split(":", 1)[1]) for k in change["new"] if k.startswith("instance:")}
+        removed = {int(k.split(":", 1)[1]) for k in change["old"] or [] if k.startswith("instance:")} - kept
+        if removed:
+            self.selection.pinned = [i for i in self.selection.pinned if i not in removed]
+
+    def _on_brush(self, _change) -> None:
+        sel = self.selection
+        brushed = sel.brushed()
+        if sel.brush_source != "instances":
+            self.instances.filter(brushed)
+        self._refresh_brush_row()
+
+    def _refresh_brush_row(self) -> None:
+        brushed = self.selection.brushed()
+        if brushed is None or not brushed.size:
+            if BRUSH_ROW in self.matrix.row_keys:
+                self.matrix.remove_row(BRUSH_ROW)
+            return
+        self.matrix.add_rows_from_indices(BRUSH_ROW, f"selection ({brushed.size})", brushed)
+
+    def _on_subset_pick(self, change) -> None:
+        name = change["new"]
+        self.selection.subset = name
+        self.selection.subset_indices = as_indices(self.subsets.indices(name)) if name else None
+        if name and f"subset:{name}" not in self.matrix.row_keys:
+            self.matrix.add_subset(name)
+
+    def _on_matrix_row_pick(self, change) -> None:
+        key = change["new"]
+        if key.startswith("subset:") and self.subset_panel.active != key[7:]:
+            self.subset_panel.active = key[7:]
+        elif key.startswith("instance:"):
+            self.explain(int(key.split(":", 1)[1]))
+
+    def _subset_highlight(self):
+        indices = self.selection.subset_indices
+        return None if indices is None else np.asarray(indices)
+
+    def _on_subset(self, _change) -> None:
+        if self.selection.hover is None and not _follows_in_browser(self.projection):
+            self.projection.highlight(self._subset_highlight())
+
+    # ------------------------------------------------------------------ analysis
+    def explain(self, index: int):
+        """Why instance ``index`` was classified as it was, at the current layer (a DataFrame).
+
+        Also shows its true-class and predicted-class rows in the matrix beside its own row and
+        prints the top of the ranking under the views.
+        """
+        layer = self.selection.layer
+        try:
+            result = explain_instance(self.store, int(index), layer)
+        except AnalysisError as exc:
+            self.why.clear_output()
+            with self.why:
+                print(exc)
+            return None
+        self.last_explanation = result
+        names = self.store.class_names
+        for cls in (result.true_class, result.compared_class):
+            subset = f"true {names[cls] if cls < len(names) else cls}"
+            if subset not in self.subsets:
+                self.subsets.add(subset, f"label == {int(cls)}")
+            if f"subset:{subset}" not in self.matrix.row_keys:
+                self.matrix.add_subset(subset)
+        self.why.clear_output()
+        with self.why:
+            print(result.message)
+            print(result.top(10).to_string())
+        return result.neurons
+
+
+def _follows_in_browser(view) -> bool:
+    return "shared_selection" in view.trait_names()
+
+
+def _boxed(view, width: str):
+    view.layout = widgets.Layout(width=width, min_width="0")
+    return view
