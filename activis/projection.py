@@ -267,7 +267,8 @@ def _as_layout(scores: np.ndarray) -> np.ndarray:
 
 
 # ----------------------------------------------------------------------------- neighbours
-def _knn_within(z: np.ndarray, sq: np.ndarray, members: np.ndarray, k: int, chunk: int = 2048):
+def _knn_within(z: np.ndarray, sq: np.ndarray, members: np.ndarray, k: int,
+                report: Callable[[float], None] | None = None, chunk: int = 2048):
     """Exact k nearest neighbours (self first) among ``members``: global indices, squared distances."""
     zm, sqm = z[members], sq[members]
     k = min(k, len(members))
@@ -283,6 +284,8 @@ def _knn_within(z: np.ndarray, sq: np.ndarray, members: np.ndarray, k: int, chun
         order = np.argsort(pd, axis=1)
         idx[s:e] = members[np.take_along_axis(part, order, axis=1)]
         dist[s:e] = np.maximum(np.take_along_axis(pd, order, axis=1), 0)
+        if report is not None:
+            report(e / len(members))
     return idx, dist
 
 
@@ -311,8 +314,7 @@ def _nearest_neighbors(z: np.ndarray, k: int, seed: int, stage: Callable[[float]
     n = len(z)
     sq = np.einsum("ij,ij->i", z, z)
     if n <= _EXACT_KNN_MAX:
-        idx, d2 = _knn_within(z, sq, np.arange(n), k)
-        stage(1.0)
+        idx, d2 = _knn_within(z, sq, np.arange(n), k, stage)
         return idx, np.sqrt(d2)
     rng = np.random.default_rng(seed)
     leaf = max(_FOREST_LEAF, 4 * k)  # halves of a split leaf always hold k points

@@ -677,10 +677,9 @@ function render({ model, el }) {
   function sendSelection(rows, polygon = null) {
     const sorted = Array.from(rows, idOfRow).sort((a, b) => a - b);
     model.set("selected_indices", encodeInt32(sorted));
-    if (polygon) {
-      const poly = Float64Array.from(polygon);
-      model.set("lasso", { dtype: "float64", shape: [poly.length / 2, 2], buffer: new DataView(poly.buffer) });
-    }
+    // the lasso / box that made this selection (layout coordinates); none for clicks and legend picks
+    const poly = polygon ? Float64Array.from(polygon) : null;
+    model.set("lasso", poly ? { dtype: "float64", shape: [poly.length / 2, 2], buffer: new DataView(poly.buffer) } : null);
     model.save_changes();
   }
 

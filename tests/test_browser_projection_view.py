@@ -159,7 +159,8 @@ def test_lasso_box_hover_and_click_reach_python(lab, page):
 
     # click selects exactly that instance
     page.mouse.click(*hover_at)
-    assert python_result(panel, 1, lambda r: r["selected"] == [target])["selected"] == [target]
+    clicked = python_result(panel, 1, lambda r: r["selected"] == [target])
+    assert clicked["selected"] == [target] and clicked["lasso"] is None
 
     # lasso: a non-convex star around the middle of the map
     root.locator("button[data-mode='lasso']").click()
@@ -192,3 +193,11 @@ def test_lasso_box_hover_and_click_reach_python(lab, page):
                             & (positions[:, 1] > ys[0]) & (positions[:, 1] < ys[-1]))
     assert result["selected"] == inside.tolist() == inside_even_odd(positions, rect).tolist()
     assert int(root.get_attribute("data-selected")) == len(inside)
+
+    # a legend entry selects its class; Esc clears
+    root.locator(".av-proj-legend .entry[data-code='1']").click()
+    dogs = np.flatnonzero(labels == 1).tolist()
+    result = python_result(panel, 1, lambda r: r["selected"] == dogs)
+    assert result["selected"] == dogs and result["lasso"] is None
+    root.locator(".av-proj-frame").press("Escape")
+    assert python_result(panel, 1, lambda r: r["selected"] == [])["selected"] == []

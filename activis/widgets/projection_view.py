@@ -191,7 +191,8 @@ class ProjectionView(View):
     filter_indices = traitlets.Any(None).tag(sync=True, **array_serialization)
     hovered_index = traitlets.Int(-1).tag(sync=True)
     hover_details = traitlets.Dict().tag(sync=True)
-    lasso = traitlets.Any(None).tag(sync=True, **array_serialization)  # last lasso/box, layout coordinates
+    # the lasso or box (m x 2, layout coordinates) that made the current selection; None otherwise
+    lasso = traitlets.Any(None).tag(sync=True, **array_serialization)
 
     def __init__(self, store, layer: str | None = None, method: str = "umap", *, color_by: str = "label",
                  neuron: int = 0, instances=None, projector: Projector | None = None,
@@ -239,7 +240,10 @@ class ProjectionView(View):
 
     def select(self, indices) -> None:
         """Select instances (indices or a boolean mask over all instances); None clears."""
-        self.selected_indices = self._checked(indices)
+        checked = self._checked(indices)
+        with self.hold_sync():
+            self.lasso = None  # the selection no longer comes from a lasso
+            self.selected_indices = checked
 
     def highlight(self, indices) -> None:
         """Ring these instances on top of the map (positions are not resent); None clears."""
