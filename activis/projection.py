@@ -127,14 +127,15 @@ def _resolve_params(method: str, params: dict, n: int) -> dict:
 
 
 def _default_epochs(n: int) -> int:
-    """umap-learn's defaults (500 up to 10,000 points, else 200), fewer still for very large sets.
+    """umap-learn's defaults (500 up to 10,000 points, 200 above), and 100 above 50,000 points.
 
-    Beyond 200,000 points the layout barely moves after 100 epochs from a PCA start while each
-    epoch costs about a second, so large inputs get 100.
+    From a PCA start the large layouts settle early: on 100,000 x 128 synthetic activations,
+    100 and 200 epochs gave the same trustworthiness (0.9723 / 0.9724) and kNN label agreement
+    (0.9996 / 0.9997), and each epoch costs a third of a second or more there.
     """
     if n <= 10_000:
         return 500
-    return 200 if n <= 200_000 else 100
+    return 200 if n <= 50_000 else 100
 
 
 # ----------------------------------------------------------------------------- store access

@@ -101,6 +101,19 @@ def test_umap_arrives_after_pca_colours_and_highlight(lab, page):
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     root.screenshot(path=str(ARTIFACTS / "projection_view_neuron_highlight.png"))
 
+    # the map follows the JupyterLab theme (restored afterwards: the server's settings are shared)
+    corner = ("([el]) => Array.from(el.querySelector('canvas.av-proj-points').getContext('2d')"
+              ".getImageData(1, 1, 1, 1).data).slice(0, 3).reduce((a, b) => a + b)")
+    set_theme = "(name) => { window.jupyterapp.commands.execute('apputils:change-theme', {theme: name}); }"
+    assert page.evaluate(corner, [root.element_handle()]) > 600  # light background
+    try:
+        page.evaluate(set_theme, "JupyterLab Dark")
+        page.wait_for_function(f"(args) => ({corner})(args) < 200", arg=[root.element_handle()], timeout=30_000)
+        assert root.locator(".av-proj-legend").evaluate("(e) => getComputedStyle(e).color") != "rgb(0, 0, 0)"
+    finally:
+        page.evaluate(set_theme, "JupyterLab Light")
+        page.wait_for_function("() => document.body.dataset.jpThemeLight === 'true'", timeout=30_000)
+
 
 def inside_even_odd(points, poly):
     """The even-odd rule exactly as the view evaluates it (same operations, float64)."""
