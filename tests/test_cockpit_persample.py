@@ -26,11 +26,12 @@ def factors(seed, scale, signed_v=True, shape=(6, 9, 13)):
     return u, v
 
 
+@pytest.mark.parametrize("shape", [(6, 9, 13), (4, 5, 300)])  # rows binned directly, rows searched
 @pytest.mark.parametrize("scale", [1e-3, 0.05, 1.0, 40.0])
 @pytest.mark.parametrize("signed_v", [True, False])
-def test_outer_histograms_equal_the_materialised_ones(scale, signed_v):
+def test_outer_histograms_equal_the_materialised_ones(scale, signed_v, shape):
     for seed in range(3):
-        u, v = factors(seed, scale, signed_v)
+        u, v = factors(seed, scale, signed_v, shape)
         theta = torch.randn(u.shape[1], v.shape[1], generator=torch.Generator().manual_seed(seed),
                             dtype=torch.float64) * 1.5
         outer, dense = Outer(u, v), Dense(u[:, :, None] * v[:, None, :])

@@ -281,3 +281,12 @@ def test_histograms_count_clipped_values_in_the_edge_bins():
     np.testing.assert_array_equal(h1, ref["GradHist1d"])
     assert h1[:, [0, -1]].sum() > 0.05 * h1.sum()
     np.testing.assert_array_equal(cockpit.log._rows["GradHist2d"][0], ref["GradHist2d"])
+
+
+def test_monte_carlo_gauss_newton_is_labelled_and_unbiased():
+    model, cockpit, snaps = train("cnn", [Q.HessTrace()], steps=1, hessian_diagonal="ggn-mc", mc_samples=3000)
+    assert cockpit.log.meta["hess_diag_note"].startswith("ESTIMATE")
+    assert cockpit.log.record(0)["hess_diag_method"] == "ggn-mc"
+    params, x, y = snaps[0]
+    want = Reference(model, params, x, y, ce).values()["HessTrace"]
+    np.testing.assert_allclose(cockpit.log.record(0)["HessTrace"], want, rtol=0.1)

@@ -6,10 +6,10 @@ them to a `CockpitLog` (a folder: JSON lines plus binary histogram rows), which 
 """
 
 from . import quantities, schedules
-from .capture import Unavailable
 from .cockpit import Cockpit
 from .log import CockpitLog, load_runs, read_log
 from .quantities import CONFIGURATIONS, QUANTITIES, configuration
+from .taps import Unavailable
 
 __all__ = ["CONFIGURATIONS", "QUANTITIES", "Cockpit", "CockpitLog", "Unavailable", "configuration",
            "load_runs", "quantities", "read_log", "schedules"]

@@ -30,7 +30,6 @@ from collections.abc import Iterable
 import torch
 from torch import nn
 
-from .capture import Taps, Unavailable, fallback_grads
 from .hessian import (
     HessianOperator,
     full_diagonal,
@@ -40,8 +39,9 @@ from .hessian import (
 )
 from .log import CockpitLog, layer_of
 from .quantities import QUANTITIES, Quantity, TwoStepQuantity, configuration
+from .taps import Taps, Unavailable, fallback_grads
 
-_HESS_METHODS = ("auto", "ggn", "full", "hutchinson")
+_HESS_METHODS = ("auto", "ggn", "full", "hutchinson", "ggn-mc")
 
 
 class StepContext:
@@ -182,7 +182,9 @@ class StepContext:
             if self._losses_tensor is None:
                 raise Unavailable("the exact Gauss-Newton diagonal needs individual_losses")
             self._per_sample_guard()
-            return ggn_diagonal(cp.taps, self.live_params, self.names, self._losses_tensor, cp.chunk_size)
+            mc = cp.mc_samples if cp.hess_method == "ggn-mc" else None
+            return ggn_diagonal(cp.taps, self.live_params, self.names, self._losses_tensor, cp.chunk_size,
+                                mc, cp._generator)
 
         self._cached_quietly("hess_diag", compute)
 
@@ -234,14 +236,16 @@ class Cockpit:
     ``store.section("cockpit")`` works); None keeps the log in memory only (``cockpit.log``).
     ``hessian_diagonal`` picks how HessTrace and TIC get diag(H): ``"ggn"`` (exact for piecewise
     linear networks), ``"full"`` (exact, one Hessian column per parameter: small models only),
-    ``"hutchinson"`` (an estimate) or ``"auto"`` (the first of these that is exact, else the
-    estimate). Which one produced a value is recorded as ``hess_diag_method`` in the log.
+    ``"hutchinson"`` (an estimate), ``"ggn-mc"`` (an estimate: the Gauss-Newton diagonal from
+    ``mc_samples`` random mixtures of the loss Hessian's columns instead of all C of them,
+    the reference's ``diag_ggn_mc``) or ``"auto"`` (the first exact one, else Hutchinson). Which
+    one produced a value is recorded as ``hess_diag_method`` in the log.
     """
 
     def __init__(self, model: nn.Module, quantities: str | Iterable[Quantity] = "economy", *,
                  log_dir=None, run: str | None = None, optimizer=None, hessian_diagonal: str = "auto",
-                 full_hessian_max_params: int = 2048, hutchinson_samples: int = 20, chunk_size: int = 32,
-                 fsync_interval: float = 1.0, seed: int = 0):
+                 full_hessian_max_params: int = 2048, hutchinson_samples: int = 20, mc_samples: int = 1,
+                 chunk_size: int = 32, fsync_interval: float = 1.0, seed: int = 0):
         if not isinstance(model, nn.Module):
             raise TypeError(f"Cockpit needs a torch.nn.Module, got {type(model).__name__}")
         self.model = model
@@ -251,7 +255,7 @@ class Cockpit:
             raise ValueError("the model has no parameters that require gradients")
         self.optimizer = optimizer
         self.chunk_size = chunk_size
-        self.hutchinson_samples = hutchinson_samples
+        self.hutchinson_samples, self.mc_samples = hutchinson_samples, mc_samples
         self._generator = torch.Generator().manual_seed(seed)
         self.hess_method, self.hess_note = self._choose_hess_method(hessian_diagonal, full_hessian_max_params)
         self.taps = Taps(model)
@@ -306,6 +310,9 @@ class Cockpit:
         if method == "ggn":
             return "ggn", ("exact: the network is piecewise linear" if reason is None
                            else f"Gauss-Newton approximation, not the Hessian: {reason}")
+        if method == "ggn-mc":
+            return "ggn-mc", (f"ESTIMATE: Monte-Carlo Gauss-Newton diagonal, {self.mc_samples} "
+                              "sample(s) per example" + (f"; and not the Hessian: {reason}" if reason else ""))
         if method == "auto":
             if reason is None:
                 return "ggn", "exact: the network is piecewise linear"
@@ -389,7 +396,7 @@ class _Tracking:
         loss, losses = self._check_losses()
         B = self._batch_size(losses)
         self.ctx = StepContext(cp, step, loss, losses, B, self.optimizer)
-        if cp.hess_method == "ggn" and any(q.curvature for q in self.active):
+        if cp.hess_method in ("ggn", "ggn-mc") and any(q.curvature for q in self.active):
             self.ctx.prepare_ggn()
         cp.taps.output_grad = None
         cp.taps.armed = any(q.per_sample for q in self.active) or any(

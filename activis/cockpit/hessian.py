@@ -19,7 +19,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from .capture import Taps, Unavailable, fallback_grads, layer_grads
+from .taps import Taps, Unavailable, fallback_grads, layer_grads
 
 
 class HessianOperator:
@@ -121,11 +121,15 @@ def hutchinson_diagonal(op: HessianOperator, samples: int,
 
 
 # ---------------------------------------------------------------- Gauss-Newton diagonal
-def _loss_hessian_roots(losses: torch.Tensor, output: torch.Tensor):
+def _loss_hessian_roots(losses: torch.Tensor, output: torch.Tensor, mc_samples: int | None = None,
+                        generator: torch.Generator | None = None):
     """Square-root columns and eigenvalue signs of every sample's loss Hessian w.r.t. its output.
 
     Returns (roots (K, B, *out), signs (K, B)) with H_i = sum_k sign_ki root_ki root_kiᵀ; columns
-    whose eigenvalue is zero for every sample are dropped (cross-entropy has one).
+    whose eigenvalue is zero for every sample are dropped (cross-entropy has one). With
+    ``mc_samples``, each sample's columns are instead mixed by random signs into that many columns
+    (per eigenvalue sign), whose outer products equal H_i in expectation: one backpropagated
+    column instead of C, for an unbiased estimate.
     """
     if not losses.requires_grad:
         raise Unavailable("individual_losses carry no graph to the model output")
@@ -149,12 +153,25 @@ def _loss_hessian_roots(losses: torch.Tensor, output: torch.Tensor):
     values = torch.where(values.abs() <= 1e-6 * values.abs().amax(1, keepdim=True), 0.0, values)
     keep = values.abs().amax(0) > 0
     roots = (vectors * values.abs().sqrt()[:, None, :])[:, :, keep]  # (B, C, K)
-    return roots.permute(2, 0, 1).reshape(-1, *output.shape), values.sign()[:, keep].T
+    signs = values.sign()[:, keep]  # (B, K)
+    if mc_samples:
+        mixed, mixed_signs = [], []
+        for sign in (1.0, -1.0):
+            if not bool((signs == sign).any()):
+                continue
+            flips = torch.randint(0, 2, (mc_samples, *signs.shape), generator=generator) * 2 - 1
+            weights = flips.to(roots) * (signs == sign) / mc_samples ** 0.5  # (S, B, K)
+            mixed.append(torch.einsum("sbk,bck->bcs", weights, roots))
+            mixed_signs.append(torch.full((B, mc_samples), sign, dtype=roots.dtype, device=roots.device))
+        roots, signs = torch.cat(mixed, 2), torch.cat(mixed_signs, 1)
+    return roots.permute(2, 0, 1).reshape(-1, *output.shape), signs.T
 
 
 def ggn_diagonal(taps: Taps, params: list[torch.Tensor], names: list[str], losses: torch.Tensor,
-                 chunk_size: int) -> list[torch.Tensor]:
-    """Exact diagonal of the generalised Gauss-Newton matrix of the mean loss.
+                 chunk_size: int, mc_samples: int | None = None,
+                 generator: torch.Generator | None = None) -> list[torch.Tensor]:
+    """Exact diagonal of the generalised Gauss-Newton matrix of the mean loss (or, with
+    ``mc_samples``, its unbiased Monte-Carlo estimate).
 
     Runs before the user's backward, while the forward graph is intact: the loss Hessian's
     square-root columns are backpropagated (all columns in one vmapped backward) to every tapped
@@ -164,7 +181,7 @@ def ggn_diagonal(taps: Taps, params: list[torch.Tensor], names: list[str], losse
     if output is None:
         raise Unavailable("the model output is not a single tensor with a graph")
     B = output.shape[0]
-    roots, signs = _loss_hessian_roots(losses, output)
+    roots, signs = _loss_hessian_roots(losses, output, mc_samples, generator)
     calls = [(layer, call) for layer in taps.layers for call in layer.calls]
     for layer, call in calls:
         if call.output._version != call.version:

@@ -117,11 +117,11 @@ class Dense:
         return self.grads.square().sum(0)
 
     def hist1d(self, bins: Bins) -> torch.Tensor:
-        flat = self.grads.reshape(-1)
-        out = torch.zeros(bins.bins, dtype=torch.int64, device=flat.device)
-        for start in range(0, flat.numel(), _CHUNK):
-            out += torch.bincount(bins.index(flat[start:start + _CHUNK]), minlength=bins.bins)
-        return out
+        flat = _numpy(self.grads).reshape(-1)
+        out = np.zeros(bins.bins, dtype=np.int64)
+        for start in range(0, flat.size, _CHUNK):
+            out += np.bincount(_bin_index(flat[start:start + _CHUNK], bins), minlength=bins.bins)
+        return torch.from_numpy(out)
 
     def hist2d(self, param: torch.Tensor, gbins: Bins, pbins: Bins) -> torch.Tensor:
         pidx = pbins.index(param).reshape(-1)
@@ -167,7 +167,8 @@ def _outer_hist1d(u: torch.Tensor, v: torch.Tensor, bins: Bins) -> torch.Tensor:
     An edge at 0 counts the products of negative sign, per sample a product of sign counts. For the
     remaining rows, the products lie between x*min(v_i) and x*max(v_i): edges below count none of
     the row, edges above all of it, and only the edges inside need a binary search in the sorted
-    v_i. numpy sorts and searches: torch's CPU sort of short rows is two orders of magnitude slower.
+    v_i (numpy's sort: torch's CPU sort of short rows is two orders of magnitude slower). Where
+    rows cross so many edges that the searches would cost more, those rows are binned directly.
     """
     if u.shape[1] > v.shape[1]:  # search in the longer factor, one query per element of the shorter
         u, v = v, u
@@ -196,13 +197,28 @@ def _outer_hist1d(u: torch.Tensor, v: torch.Tensor, bins: Bins) -> torch.Tensor:
         if zero_edge:  # edge 0 is counted below for all rows at once
             at0 = (first <= k0) & (k0 < after)
             counts -= at0
-        cum += np.cumsum(np.bincount(after, minlength=k_bins + 1)) * n
-        _search_edges(cum, y, sample, xb, first, counts, at0, k0, lo, w, n)
+        if counts.sum() * 2 * np.log2(n + 1) > rows.size * n:  # many edges per row: bin them directly
+            direct = np.concatenate([(xb[i:i + 4096, None] * y[sample[i:i + 4096]]).ravel()
+                                     for i in range(0, rows.size, 4096)])
+            cum[1:] += np.cumsum(np.bincount(_bin_index(direct, bins), minlength=k_bins))
+        else:
+            cum += np.cumsum(np.bincount(after, minlength=k_bins + 1)) * n
+            _search_edges(cum, y, sample, xb, first, counts, at0, k0, lo, w, n)
     cum[k_bins] = x.size * n
     if zero_edge:  # products below 0: x > 0 with y < 0, and x < 0 with y > 0
         cum[k0] = int((np.count_nonzero(x > 0, 1) * np.count_nonzero(y < 0, 1)
                        + np.count_nonzero(x < 0, 1) * np.count_nonzero(y > 0, 1)).sum())
     return torch.from_numpy(np.diff(cum))
+
+
+def _bin_index(values: np.ndarray, bins: Bins) -> np.ndarray:
+    """`Bins.index` in numpy, computed in float64 (few temporaries: these arrays can be large)."""
+    x = values.astype(np.float64)
+    x -= bins.lo
+    x /= bins.width
+    np.floor(x, out=x)
+    np.clip(x, 0, bins.bins - 1, out=x)
+    return x.astype(np.intp)
 
 
 def _edge_above(values: np.ndarray, lo: float, w: float, k_bins: int) -> np.ndarray:
@@ -234,8 +250,11 @@ def _search_edges(cum, y, sample, xb, first, counts, at0, k0, lo, w, n) -> None:
         q = np.clip((lo + k * w) / xs, -2 * span, 2 * span)
         q += shift[slot]
         negative = xs < 0
-        found = np.searchsorted(flat, q, side="left")  # x > 0: #{y < e/x}
-        found[negative] = np.searchsorted(flat, q[negative], side="right")
+        found = np.empty(q.size, dtype=np.int64)
+        for side, mask in (("left", ~negative), ("right", negative)):  # x > 0: #{y < e/x}; x < 0: #{y <= e/x}
+            picked = np.flatnonzero(mask)
+            order = picked[np.argsort(q[picked])]  # sorted keys: numpy's search is several times faster
+            found[order] = np.searchsorted(flat, q[order], side=side)
         found -= slot * n
         found[negative] = n - found[negative]  # x < 0: #{y > e/x}
         cum += np.bincount(k, weights=found, minlength=cum.size).astype(np.int64)

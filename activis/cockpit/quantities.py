@@ -15,9 +15,9 @@ import math
 import numpy as np
 import torch
 
-from .capture import Unavailable
 from .persample import Bins
 from .schedules import Schedule, linear
+from .taps import Unavailable
 
 
 class Quantity:
