@@ -261,15 +261,20 @@ def test_power_iteration_is_the_reference_one_and_lanczos_is_accurate():
 
 
 def test_hutchinson_estimate_is_labelled_and_unbiased():
+    samples = 1000
     model, cockpit, snaps = train("tanh_layernorm", [Q.HessTrace()], steps=1,
-                                  hessian_diagonal="hutchinson", hutchinson_samples=4000)
+                                  hessian_diagonal="hutchinson", hutchinson_samples=samples)
     assert cockpit.hess_method == "hutchinson"
     assert cockpit.log.meta["hess_diag_note"].startswith("ESTIMATE")
     assert cockpit.log.record(0)["hess_diag_method"] == "hutchinson"
     params, x, y = snaps[0]
-    want = Reference(model, params, x, y, ce).values()["HessTrace"]
+    ref = Reference(model, params, x, y, ce)
+    want = ref.values()["HessTrace"]
     got = cockpit.log.record(0)["HessTrace"]
-    assert abs(sum(got) - sum(want)) < 0.1 * abs(sum(want))
+    # z'Hz over Rademacher z has variance 2 sum_{i != j} H_ij^2: the mean of the samples is within 4 sigma
+    off = ref.H - torch.diag(torch.diagonal(ref.H))
+    sigma = math.sqrt(2 * float((off ** 2).sum()) / samples)
+    assert abs(sum(got) - sum(want)) < 4 * sigma < 0.5 * abs(sum(want))
 
 
 def test_histograms_count_clipped_values_in_the_edge_bins():
@@ -284,7 +289,7 @@ def test_histograms_count_clipped_values_in_the_edge_bins():
 
 
 def test_monte_carlo_gauss_newton_is_labelled_and_unbiased():
-    model, cockpit, snaps = train("cnn", [Q.HessTrace()], steps=1, hessian_diagonal="ggn-mc", mc_samples=3000)
+    model, cockpit, snaps = train("mlp", [Q.HessTrace()], steps=1, hessian_diagonal="ggn-mc", mc_samples=1500)
     assert cockpit.log.meta["hess_diag_note"].startswith("ESTIMATE")
     assert cockpit.log.record(0)["hess_diag_method"] == "ggn-mc"
     params, x, y = snaps[0]
