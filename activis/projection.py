@@ -750,20 +750,24 @@ class ProjectionJob:
 
     def start(self) -> ProjectionJob:
         """Load the layout from the cache, or compute it in a background thread; returns self."""
-        if self.status != "pending":
-            return self
-        cached = self._cache.load(self._name(self.method, self.key), (self.n, 2))
-        if cached is not None:
-            self.info = self._cache.meta(self._name(self.method, self.key)).get("info", {})
-            self.from_cache = True
-            self._finish("done", positions=cached, elapsed=0.0)
-            return self
-        if self.method != "pca":
-            self.preview = self._cache.load(self._name("pca", self._key("pca", {})), (self.n, 2))
-        self.status = "running"
-        self._thread = threading.Thread(target=self._run, daemon=True,
-                                        name=f"activis-{self.method}-{self.layer}")
-        self._thread.start()
+        with self._lock:  # against a concurrent cancel(): a job starts once, or not at all
+            if self.status != "pending":
+                return self
+            cached = self._cache.load(self._name(self.method, self.key), (self.n, 2))
+            if cached is not None:
+                self.info = self._cache.meta(self._name(self.method, self.key)).get("info", {})
+                self.from_cache = True
+                self.positions, self.progress, self.stage = cached, 1.0, "done"
+                self.status, self.elapsed = "done", 0.0
+                self._done.set()
+            else:
+                if self.method != "pca":
+                    self.preview = self._cache.load(self._name("pca", self._key("pca", {})), (self.n, 2))
+                self.status = "running"
+                self._thread = threading.Thread(target=self._run, daemon=True,
+                                                name=f"activis-{self.method}-{self.layer}")
+                self._thread.start()
+        self._notify(force=True)
         return self
 
     def cancel(self) -> None:
@@ -792,9 +796,10 @@ class ProjectionJob:
         return self.positions
 
     def on_change(self, callback: Callable[[ProjectionJob], None]) -> Callable[[], None]:
-        """Call ``callback(job)`` on progress; returns a function that unsubscribes it."""
+        """Call ``callback(job)`` on progress (once, however often it is added); returns an unsubscriber."""
         with self._lock:
-            self._observers.append(callback)
+            if callback not in self._observers:
+                self._observers.append(callback)
 
         def unsubscribe():
             with self._lock:
@@ -962,15 +967,20 @@ class Projector:
     def current(self) -> ProjectionJob | None:
         return self._current
 
-    def request(self, layer: str, method: str = "umap", *, instances=None, **params) -> ProjectionJob:
+    def request(self, layer: str, method: str = "umap", *, instances=None,
+                on_change: Callable[[ProjectionJob], None] | None = None, **params) -> ProjectionJob:
+        """The job for this layout, started; ``on_change`` is subscribed before it starts."""
         job = ProjectionJob(self.store, layer, method, instances=instances, **params)
         with self._lock:
             current = self._current
             if current is not None and current.key == job.key and current.status in ("running", "done"):
-                return current
-            if current is not None and not current.done:
-                current.cancel()
-            self._current = job
+                job = current
+            else:
+                if current is not None and not current.done:
+                    current.cancel()
+                self._current = job
+        if on_change is not None:
+            job.on_change(on_change)
         return job.start()
 
     def cancel(self) -> None:

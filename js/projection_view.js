@@ -6,6 +6,7 @@
 import { applyTheme } from "./common/theme.js";
 import { h, makeTooltip, formatCount } from "./common/dom.js";
 import { decodeArray } from "./common/arrays.js";
+import { connectSelection } from "./common/selection.js";
 
 const CSS = `
 .activis-projection .av-proj-box { display: flex; flex-direction: column; }
@@ -240,6 +241,11 @@ function render({ model, el }) {
   let inFilter = null; // Uint8Array per row, or null (no filter)
   let highlighted = new Int32Array(0); // rows
   let hoveredRow = -1;
+  // an explorer's shared Selection (other views' hover, active subset and brush), followed here
+  let shared = null;
+  let linkedLit = { raw: null, ids: null }; // instances another view lights up (its hover or subset)
+  let linkedBrush = { raw: null, ids: null }; // instances inside another view's brush
+  let linkedHoverRow = -1;
   let palette = new Uint32Array(256), faded = new Uint32Array(256), faint = new Uint32Array(256);
   let paletteCss = [];
   let bgRGBA = [255, 255, 255, 255], fgRGBA = [0, 0, 0, 255];
@@ -411,9 +417,10 @@ function render({ model, el }) {
     octx.setTransform(dpr, 0, 0, dpr, 0, 0);
     octx.clearRect(0, 0, cssW, cssH);
     const accent = getComputedStyle(el).getPropertyValue("--av-accent").trim() || "#1976d2";
-    if (hoveredRow >= 0 && paintXY) {
+    const ringed = hoveredRow >= 0 ? hoveredRow : linkedHoverRow;
+    if (ringed >= 0 && ringed < n && paintXY) {
       const t = fitTransform();
-      const o = rank[hoveredRow];
+      const o = rank[ringed];
       const x = t.ax * paintXY[2 * o] + t.bx, y = t.ay * paintXY[2 * o + 1] + t.by;
       octx.beginPath();
       octx.arc(x, y, pointSize() / dpr / 2 + 4, 0, 2 * Math.PI);
@@ -447,9 +454,13 @@ function render({ model, el }) {
   // ---------------------------------------------------------------- data from Python
   function rowsOfIds(value) {
     const arr = decodeArray(value);
-    if (!arr) return new Int32Array(0);
+    return rowsOf(arr ? arr.data : null);
+  }
+
+  function rowsOf(instanceIds) {
+    if (!instanceIds) return new Int32Array(0);
     const out = [];
-    for (const id of arr.data) {
+    for (const id of instanceIds) {
       const row = rowOfId ? rowOfId.get(id) : id;
       if (row !== undefined && row >= 0 && row < n) out.push(row);
     }
@@ -480,12 +491,16 @@ function render({ model, el }) {
   }
 
   function loadFilter() {
+    // this view's filter_indices and another view's brush: a point must be inside both
     const value = model.get("filter_indices");
+    const sets = [value ? rowsOfIds(value) : null, linkedBrush.ids ? rowsOf(linkedBrush.ids) : null].filter(Boolean);
     inFilter = null;
-    if (value) {
-      inFilter = new Uint8Array(n);
-      for (const r of rowsOfIds(value)) inFilter[r] = 1;
+    if (sets.length) {
+      const count = new Uint8Array(n);
+      for (const rows of sets) for (const r of rows) count[r]++;
+      inFilter = count.map((c) => (c === sets.length ? 1 : 0));
     }
+    el.dataset.filtered = inFilter ? String(inFilter.reduce((a, b) => a + b, 0)) : "";
     updateLayers();
   }
 
@@ -501,8 +516,9 @@ function render({ model, el }) {
   }
 
   function loadHighlight() {
+    // what another view lights up (in the browser, no kernel) takes the place of highlight()
     const t0 = performance.now();
-    highlighted = rowsOfIds(model.get("highlighted_indices"));
+    highlighted = linkedLit.ids ? rowsOf(linkedLit.ids) : rowsOfIds(model.get("highlighted_indices"));
     drawHighlights(true);
     el.dataset.highlightMs = (performance.now() - t0).toFixed(2);
   }
@@ -543,7 +559,7 @@ function render({ model, el }) {
       loadSelection();
       loadFilter();
       loadCodes();
-      highlighted = rowsOfIds(model.get("highlighted_indices"));
+      highlighted = linkedLit.ids ? rowsOf(linkedLit.ids) : rowsOfIds(model.get("highlighted_indices"));
       hoveredRow = -1;
     }
     pos = arr ? arr.data : null;
@@ -865,6 +881,44 @@ function render({ model, el }) {
     if (Number.isFinite(v)) { model.set("neuron", v); model.save_changes(); }
   });
 
+  // ---------------------------------------------------------------- shared selection (explorer)
+  /** Follow every clause of the shared selection except this view's own (Mosaic's rule). */
+  function followShared(sel) {
+    const hoverSource = sel.get("hover_source");
+    const litRaw = hoverSource !== "projection" && sel.get("hover") ? sel.get("hover") : sel.get("subset_indices");
+    if (litRaw !== linkedLit.raw) {
+      linkedLit = { raw: litRaw, ids: litRaw ? decodeArray(litRaw).data : null };
+      loadHighlight();
+    }
+    const brushRaw = sel.get("brush_source") !== "projection" ? sel.get("brush") : null;
+    if (brushRaw !== linkedBrush.raw) {
+      linkedBrush = { raw: brushRaw, ids: brushRaw ? decodeArray(brushRaw).data : null };
+      loadFilter();
+      scheduleDraw();
+    }
+    const id = sel.get("hover_instance");
+    const row = typeof id === "number" && id >= 0 ? (rowOfId ? rowOfId.get(id) ?? -1 : id) : -1;
+    if (row !== linkedHoverRow) {
+      linkedHoverRow = row;
+      el.dataset.linkedHover = String(row >= 0 ? id : -1);
+      drawOverlay();
+    }
+  }
+
+  async function attachSelection() {
+    if (shared) shared.dispose();
+    shared = await connectSelection(model, followShared);
+    if (!shared) {
+      linkedLit = { raw: null, ids: null };
+      linkedBrush = { raw: null, ids: null };
+      linkedHoverRow = -1;
+      loadHighlight();
+      loadFilter();
+      scheduleDraw();
+    }
+    el.dataset.linked = String(Boolean(shared));
+  }
+
   // ---------------------------------------------------------------- wiring
   const on = (names, fn) => { for (const name of names.split(" ")) model.on(`change:${name}`, fn); };
   on("positions", loadPositions);
@@ -888,6 +942,7 @@ function render({ model, el }) {
   on("status progress stage shown_method error method", () => { updateStatus(); syncToolbar(); });
   on("layers layer color_options color_by neuron n_neurons", syncToolbar);
   on("point_size", scheduleDraw);
+  on("shared_selection", attachSelection);
   on("height", () => { box.style.height = `${model.get("height")}px`; });
 
   box.style.height = `${model.get("height")}px`;
@@ -901,7 +956,9 @@ function render({ model, el }) {
   loadPositions();
   resize();
   drawBase();
+  attachSelection();
   return () => {
+    if (shared) shared.dispose();
     resizeObserver.disconnect();
     themeObserver.disconnect();
     if (animation) cancelAnimationFrame(animation.frame);

@@ -214,3 +214,31 @@ def test_lasso_box_hover_and_click_reach_python(lab, page):
     assert result["selected"] == dogs and result["lasso"] is None
     root.locator(".av-proj-frame").press("Escape")
     assert python_result(panel, 1, lambda r: r["selected"] == [])["selected"] == []
+
+
+def test_follows_an_explorers_shared_selection_in_the_browser(lab, page):
+    link = "from activis.widgets.selection import Selection\nsel = Selection(layer='fc')\nview.shared_selection = sel"
+    panel = open_cells(page, lab, "projection_shared.ipynb", [
+        make_store_cell("proj_shared_store", 500, "pca", setup=link),
+        'sel.set_hover([1, 2, 3], "matrix")',
+        'sel.set_brush(np.arange(100), "instances")',
+        'sel.set_brush(np.arange(50), "projection")',
+        'sel.set_hover(None, "matrix"); sel.subset_indices = np.arange(7, dtype=np.int32); view.highlight([9])',
+        "sel.hover_instance = 42",
+    ])
+    run_cell(panel, 0)
+    root = view_root(panel)
+    panel.locator(".activis-projection[data-linked='true'][data-points='500']").wait_for()
+    run_cell(panel, 1)  # another view's hover lights its instances up here
+    panel.locator(".activis-projection[data-highlighted='3']").wait_for()
+    run_cell(panel, 2)  # another view's brush fades everything outside it
+    panel.locator(".activis-projection[data-filtered='100']").wait_for()
+    faded = canvas_stats(page, panel)["colours"]
+    run_cell(panel, 3)  # this view's own brush never filters itself
+    panel.locator(".activis-projection[data-filtered='']").wait_for()
+    assert canvas_stats(page, panel)["colours"] < faded  # no faded copies of the class colours left
+    run_cell(panel, 4)  # the active subset is lit while nothing is hovered
+    panel.locator(".activis-projection[data-highlighted='7']").wait_for()
+    run_cell(panel, 5)
+    panel.locator(".activis-projection[data-linked-hover='42']").wait_for()
+    assert root.get_attribute("data-selected") == "0"

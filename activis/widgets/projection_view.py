@@ -8,10 +8,12 @@ import threading
 import numpy as np
 import pandas as pd
 import traitlets
+from ipywidgets import widget_serialization
 
 from ..projection import ProjectionJob, Projector, instance_rows
 from ._arrays import array_serialization
 from ._base import View, bundle
+from .selection import Selection
 
 MISSING = 255  # colour code of instances without a value (unlabelled, NaN metadata)
 MISSING_COLOR = "#9e9e9e"
@@ -161,6 +163,11 @@ class ProjectionView(View):
     an instance; click selects one; Lasso / Box (or shift-drag) select a set: ``selected_indices``
     (int32 instance indices). ``highlight(indices)`` rings instances on top without resending
     positions; ``filter_indices`` fades everything outside a set (for cross-filtering).
+
+    With an explorer's `Selection` in ``shared_selection`` the browser follows the other views
+    directly: their hovered instances (or the active subset) are ringed in place of
+    ``highlighted_indices``, an instance hovered elsewhere gets the hover ring, and points
+    outside another view's brush are faded; this view's own clauses never filter itself.
     """
 
     _esm = bundle("projection_view")
@@ -193,6 +200,7 @@ class ProjectionView(View):
     hover_details = traitlets.Dict().tag(sync=True)
     # the lasso or box (m x 2, layout coordinates) that made the current selection; None otherwise
     lasso = traitlets.Any(None).tag(sync=True, **array_serialization)
+    shared_selection = traitlets.Instance(Selection, allow_none=True).tag(sync=True, **widget_serialization)
 
     def __init__(self, store, layer: str | None = None, method: str = "umap", *, color_by: str = "label",
                  neuron: int = 0, instances=None, projector: Projector | None = None,
@@ -290,8 +298,12 @@ class ProjectionView(View):
     def _request(self) -> None:
         with self._lock:
             params = self._params if self.method != "pca" else {}
-            job = self._projector.request(self.layer, self.method, instances=self._rows, **params)
-            if job is self._job:
+            previous = self._job
+            # subscribed before the job starts, so that no early preview is missed; updates from
+            # the job's thread wait for this lock, so they see the new job in place
+            job = self._projector.request(self.layer, self.method, instances=self._rows,
+                                          on_change=self._on_job, **params)
+            if job is previous:
                 return
             if self._unsubscribe:
                 self._unsubscribe()
@@ -299,7 +311,7 @@ class ProjectionView(View):
             self.n_neurons = int(self._store.activations(self.layer).shape[1])
             self.error = ""
             self.shown_method = ""
-            self._unsubscribe = job.on_change(self._on_job)
+            self._unsubscribe = job.on_change(self._on_job)  # already subscribed: just the unsubscriber
         self._on_job(job)
 
     def _on_job(self, job: ProjectionJob) -> None:
