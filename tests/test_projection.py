@@ -396,3 +396,20 @@ def test_requests_from_many_threads_leave_one_job_running(clustered):
     projector.cancel()
     with pytest.raises(ProjectionCancelled):
         current.wait(60)
+
+
+def test_cancel_racing_start_never_reports_a_running_job_as_finished(clustered):
+    store, _, _ = clustered
+    rng = np.random.default_rng(0)
+    for _ in range(30):
+        job = P.ProjectionJob(store, "fc", "pca", instances=rng.choice(1200, 300, replace=False))
+        starter = threading.Thread(target=job.start)
+        starter.start()
+        job.cancel()
+        starter.join()
+        try:
+            positions = job.wait(30)
+        except ProjectionCancelled:
+            assert job.status == "cancelled"
+        else:
+            assert job.status == "done" and positions.shape == (300, 2)
