@@ -220,3 +220,25 @@ def test_store_without_layers_is_refused(tmp_path):
     empty = write_store(tmp_path / "s", {}, labels=np.zeros(3, int), outputs=np.zeros((3, 2)))
     with pytest.raises(ValueError, match="no captured layers"):
         ProjectionView(empty)
+
+
+def test_refresh_follows_a_store_that_is_still_being_captured(tmp_path):
+    from activis.store import LayerSpec, StoreWriter, open_store
+
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((400, 6)).astype(np.float32)
+    y = rng.integers(0, 3, 400)
+    writer = StoreWriter(tmp_path / "s", layers={"fc": LayerSpec(neurons=6, dtype="float32")}, n_outputs=3)
+
+    def append(rows):
+        writer.append(activations={"fc": x[rows]}, label=y[rows], pred=y[rows], confidence=np.ones(len(rows)),
+                      outputs=np.eye(3)[y[rows]])
+
+    append(np.arange(0, 150))
+    view = ProjectionView(open_store(tmp_path / "s"), "fc", "pca")
+    wait_for(lambda: view.shown_method == "pca")
+    assert view.positions.shape == (150, 2) and len(view.color_codes) == 150
+    append(np.arange(150, 400))
+    view.refresh()
+    wait_for(lambda: view.job.status == "done" and view.positions.shape == (400, 2))
+    assert len(view.color_codes) == 400 and sum(e["count"] for e in view.legend["entries"]) == 400
