@@ -556,15 +556,19 @@ def _tsne_in_child(x: np.ndarray, init: np.ndarray, params: dict, job: Projectio
 
 
 def _tsne_child_main(folder: str, params_json: str) -> None:
+    import inspect
+
     from sklearn.manifold import TSNE
 
     folder_path = pathlib.Path(folder)
     p = json.loads(params_json)
     x = np.load(folder_path / "input.npy", allow_pickle=False)
     init = np.load(folder_path / "init.npy", allow_pickle=False)
+    # scikit-learn < 1.5 calls max_iter n_iter
+    iterations = "max_iter" if "max_iter" in inspect.signature(TSNE).parameters else "n_iter"
     layout = TSNE(n_components=2, perplexity=p["perplexity"], early_exaggeration=p["early_exaggeration"],
-                  max_iter=p["max_iter"], init=init, learning_rate="auto", random_state=p["random_state"],
-                  verbose=2).fit_transform(x)
+                  init=init, learning_rate="auto", random_state=p["random_state"], verbose=2,
+                  **{iterations: p["max_iter"]}).fit_transform(x)
     np.save(folder_path / "output.npy", layout.astype(np.float32))
 
 
