@@ -281,9 +281,9 @@ def main():
         child(sys.argv[2], sys.argv[3])
         return
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("parts", nargs="*", default=["cold", "pca", "browser"], choices=["cold", "pca", "browser"])
+    parser.add_argument("parts", nargs="*", choices=["cold", "pca", "browser"], help="default: all three")
     args = parser.parse_args()
-    for part in args.parts:
+    for part in args.parts or ["cold", "pca", "browser"]:
         {"cold": bench_cold, "pca": bench_pca, "browser": bench_browser}[part]()
 
 
