@@ -281,10 +281,14 @@ def main():
         child(sys.argv[2], sys.argv[3])
         return
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("parts", nargs="*", choices=["cold", "pca", "browser"], help="default: all three")
+    parts = {"cold": bench_cold, "pca": bench_pca, "browser": bench_browser}
+    parser.add_argument("parts", nargs="*", help=f"some of {', '.join(parts)} (default: all)")
     args = parser.parse_args()
-    for part in args.parts or ["cold", "pca", "browser"]:
-        {"cold": bench_cold, "pca": bench_pca, "browser": bench_browser}[part]()
+    unknown = set(args.parts) - set(parts)
+    if unknown:
+        parser.error(f"unknown part(s) {', '.join(sorted(unknown))}; choose from {', '.join(parts)}")
+    for part in args.parts or parts:
+        parts[part]()
 
 
 if __name__ == "__main__":
