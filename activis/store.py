@@ -122,18 +122,20 @@ def check_finite(stored: np.ndarray, source: Callable[[], np.ndarray] | np.ndarr
                      per_row=bad.reshape(len(stored), -1).sum(axis=1).astype(np.int32))
 
 
+_FINITE_CHUNK = 1 << 15  # values per step: the masked copy stays in the CPU cache and off mmap'd memory
+
+
 def _all_finite(values: np.ndarray) -> bool:
-    """True when no value is NaN or Inf: the exponent bits, read as integers (numpy's float16
-    isfinite is scalar code, ten times slower than this integer max)."""
+    """True when no value is NaN or Inf, judged by the exponent bits read as integers (numpy's
+    float16 isfinite is scalar code, ten times slower than a masked integer max)."""
     if values.dtype.kind != "f" or values.size == 0:
         return True
     if values.dtype.itemsize not in (2, 4, 8) or not values.flags.c_contiguous or not values.dtype.isnative:
         return bool(np.isfinite(values).all())
-    bits = values.dtype.itemsize * 8
-    as_int = values.view(f"u{values.dtype.itemsize}")
+    bits = values.reshape(-1).view(f"u{values.dtype.itemsize}")
+    magnitude = np.array((1 << (8 * values.dtype.itemsize - 1)) - 1, dtype=bits.dtype)
     exponent = {2: 0x7C00, 4: 0x7F800000, 8: 0x7FF0000000000000}[values.dtype.itemsize]
-    sign = np.array(1 << (bits - 1), dtype=as_int.dtype)
-    return bool((as_int & ~sign).max() < exponent)
+    return all((bits[i:i + _FINITE_CHUNK] & magnitude).max() < exponent for i in range(0, bits.size, _FINITE_CHUNK))
 
 
 def scores_from_outputs(outputs: np.ndarray, kind: str) -> np.ndarray:
@@ -418,6 +420,13 @@ class ActivationStore:
     @property
     def nonfinite(self) -> pd.DataFrame:
         """Per layer (and the outputs): NaN, Inf and float16-overflow counts met while capturing."""
+        df = pd.DataFrame.from_dict(self.nonfinite_counts, orient="index", columns=["nan", "inf", "overflow"])
+        df.index.name = "layer"
+        return df
+
+    @property
+    def nonfinite_counts(self) -> dict[str, dict[str, int]]:
+        """`nonfinite` as a plain dict: layer (or "<outputs>") -> {"nan", "inf", "overflow"}."""
         rows = {}
         for name, entry in self.manifest["layers"].items():
             rows[name] = {**_zero_counts(), **(entry.get("nonfinite") or {})}
@@ -426,9 +435,7 @@ class ActivationStore:
             for name, counts in (shard.get("nonfinite") or {}).items():
                 if name in rows:
                     NonFinite(**{k: int(counts.get(k, 0)) for k in ("nan", "inf", "overflow")}).add_to(rows[name])
-        df = pd.DataFrame.from_dict(rows, orient="index", columns=["nan", "inf", "overflow"])
-        df.index.name = "layer"
-        return df
+        return rows
 
     # ------------------------------------------------------------------ arrays
     def _check_files(self) -> None:
@@ -601,6 +608,15 @@ def open_store(path) -> ActivationStore:
 
 
 # ---------------------------------------------------------------------- writing
+@dataclass
+class PreparedBatch:
+    """A batch `StoreWriter.prepare` checked and laid out: its writes and the commit that follows them."""
+
+    writes: list[tuple[int, memoryview, int]]  # file descriptor, bytes, offset
+    rows: int  # rows appended once these are written
+    commit: tuple[pathlib.Path, str]  # the file, and the text, that commit them
+
+
 class StoreWriter:
     """Write batches of rows into a store; each `append` commits atomically.
 
@@ -726,8 +742,13 @@ class StoreWriter:
     # -------------------------------------------------------------------- state
     @property
     def complete(self) -> int:
-        """Rows this writer has committed (in its shard, when sharded)."""
+        """Rows appended by this writer (in its shard, when sharded)."""
         return self._complete
+
+    @property
+    def committed(self) -> int:
+        """Rows appended and committed: what a reader sees (in this writer's shard)."""
+        return self._committed
 
     @property
     def n_outputs(self) -> int:
@@ -745,16 +766,24 @@ class StoreWriter:
         self.close()
 
     # ------------------------------------------------------------------- append
-    def append(self, *, activations: Mapping[str, np.ndarray], label, outputs, pred=None, confidence=None,
-               inputs=None, checked: Mapping[str, NonFinite | None] | None = None, commit: bool = True) -> None:
+    def append(self, *, commit: bool = True, **batch) -> None:
         """Write one batch to every file, then advance the manifest: the batch's commit.
 
-        With ``commit=False`` the rows are written but only counted by the next `commit`: a
-        writer with more batches waiting commits them together (the manifest replace costs
-        milliseconds on some file systems).
+        Takes the arguments of `prepare`. With ``commit=False`` the rows are written but only
+        counted by the next `commit`: a writer with more batches waiting commits them together
+        (the manifest replace costs milliseconds on some file systems).
+        """
+        self.write(self.prepare(**batch), commit=commit)
+
+    def prepare(self, *, activations: Mapping[str, np.ndarray], label, outputs, pred=None, confidence=None,
+                inputs=None, checked: Mapping[str, NonFinite | None] | None = None) -> PreparedBatch:
+        """Check and convert one batch and lay out its writes, without touching the files yet.
+
         Activations not yet in their storage dtype are converted and checked here; ``checked``
         carries the `check_finite` results of those the caller converted itself. ``pred`` and
-        ``confidence`` default to what the outputs say.
+        ``confidence`` default to what the outputs say. Kept apart from `write` so that a capture
+        does this Python work on its main thread and leaves its writer thread only system calls,
+        which release the GIL: a writer thread running Python would stall the model's thread.
         """
         outputs = np.asarray(outputs, dtype=np.float32)
         n = len(outputs)
@@ -814,37 +843,49 @@ class StoreWriter:
             if flat.shape[1] != int(np.prod(spec["shape"], dtype=np.int64)):
                 raise ValueError(f"Inputs of {flat.shape[1]} values per instance, expected shape {spec['shape']}.")
             blocks[spec["file"]] = np.ascontiguousarray(flat, dtype=spec["dtype"])
-        try:
-            for relative, block in blocks.items():
-                row_bytes = block.nbytes // n if n else 0
-                _pwrite_all(self._fds[relative], memoryview(block).cast("B"), row0 * row_bytes)
-            if self.durable:
-                for fd in self._fds.values():
-                    os.fsync(fd)
-        except OSError as exc:
-            _raise_if_full(exc, self.path, "a batch", committed=self._committed)
-            raise
+        writes = [(self._fds[relative], memoryview(block).cast("B"), row0 * (block.nbytes // n))
+                  for relative, block in blocks.items()] if n else []
         for name, result in checked.items():
             if result is not None:
                 result.add_to(self.manifest["layers"][name]["nonfinite"])
         if out_check is not None:
             out_check.add_to(self.manifest["outputs_nonfinite"])
         self._complete += n
+        return PreparedBatch(writes, self._complete, self._commit_record())
+
+    def write(self, prepared: PreparedBatch, commit: bool = True) -> None:
+        """Write a prepared batch's rows (in the order prepared), then commit them if asked."""
+        try:
+            for fd, data, offset in prepared.writes:
+                _pwrite_all(fd, data, offset)
+            if self.durable:
+                for fd in self._fds.values():
+                    os.fsync(fd)
+        except OSError as exc:
+            _raise_if_full(exc, self.path, "a batch", committed=self._committed)
+            raise
         if commit:
-            self.commit()
+            self._write_commit(prepared.commit, prepared.rows)
 
     def commit(self, finished: bool = False) -> None:
         """Make every row written so far part of the store, atomically."""
+        self._write_commit(self._commit_record(finished), self._complete)
+
+    def _commit_record(self, finished: bool = False) -> tuple[pathlib.Path, str]:
+        """Where and what to write to commit the rows appended so far."""
         if self.rank is None:
             self.manifest["complete"] = self._complete
             self.manifest["finished"] = finished
-            _atomic_write(self.path / MANIFEST, json.dumps(self.manifest, indent=1), durable=self.durable)
-        else:
-            counts = {name: e["nonfinite"] for name, e in self.manifest["layers"].items()}
-            counts["<outputs>"] = self.manifest["outputs_nonfinite"]
-            progress = {"rank": self.rank, "complete": self._complete, "finished": finished, "nonfinite": counts}
-            _atomic_write(_progress_path(self.path, self.rank), json.dumps(progress), durable=self.durable)
-        self._committed = self._complete
+            # indented for people once finished; compact (C-encoded) for the commits before
+            return self.path / MANIFEST, json.dumps(self.manifest, indent=1 if finished else None)
+        counts = {name: e["nonfinite"] for name, e in self.manifest["layers"].items()}
+        counts["<outputs>"] = self.manifest["outputs_nonfinite"]
+        progress = {"rank": self.rank, "complete": self._complete, "finished": finished, "nonfinite": counts}
+        return _progress_path(self.path, self.rank), json.dumps(progress)
+
+    def _write_commit(self, record: tuple[pathlib.Path, str], rows: int) -> None:
+        _atomic_write(*record, durable=self.durable)
+        self._committed = rows
 
     def finish(self) -> ActivationStore | None:
         """Mark the store (or this rank's shard) finished; with ``durable``, sync it to disk first.

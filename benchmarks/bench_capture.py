@@ -2,13 +2,18 @@
 
     .venv/bin/python benchmarks/bench_capture.py            # everything (several minutes on 2 cores)
     .venv/bin/python benchmarks/bench_capture.py --quick    # 10,000 instances, one repeat
+    .venv/bin/python benchmarks/bench_capture.py --threads 1  # torch on one core, the writer on another
 
 For an MLP (784-512-256-10) and a small CNN (32x32x3 inputs), over synthetic instances in batches
-of 256, it times `capture` of every layer into a float16 store against a plain ``inference_mode``
-forward loop over the same in-memory data, alternating the two so that load from other processes
-falls on both, and prints capture / plain (target <= 1.10), instances per second and MB per second
-written. Then, in a fresh process per size, it captures from batches generated on the fly (so that
-the data itself takes no memory) and prints the peak growth of anonymous memory (RssAnon: the
+of 256, it times `capture` into a float16 store against a plain ``inference_mode`` forward loop over
+the same in-memory data, alternating the two so that load from other processes falls on both, and
+prints capture / plain (target <= 1.10), instances per second and MB per second written. Two layer
+sets: ``hidden``, the output of every hidden layer (after its activation), and ``all``, every node
+with an output per instance (each Linear/Conv before and after its activation, pools, flatten,
+logits). Conv feature maps are stored as per-channel means.
+
+Then, in a fresh process per size, it captures every layer from batches generated on the fly (so
+that the data itself takes no memory) and prints the peak growth of anonymous memory (RssAnon: the
 store's memory-mapped pages are file-backed and do not count) at 50,000 and at 200,000 instances.
 """
 
@@ -17,6 +22,8 @@ from __future__ import annotations
 import argparse
 import json
 import pathlib
+import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -47,47 +54,67 @@ def cnn() -> nn.Module:
 MODELS = {"mlp": (mlp, (784,)), "cnn": (cnn, (3, 32, 32))}
 
 
-def every_layer(model, shape) -> list[str]:
+def layer_sets(model, shape) -> dict[str, list[str]]:
     graph = activis.extract_graph(model, torch.randn(2, *shape))
-    return [n.name for n in graph.capture_points]
+    every = [n.name for n in graph.capture_points]
+    return {"hidden": [n.name for n in graph.capture_points if n.kind == "ReLU"], "all": every}
 
 
-def plain_loop(model, x) -> float:
-    start = time.perf_counter()
+def cpu_seconds() -> float:
+    """CPU time of this process, all threads: steadier than wall time on a machine shared with others."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def plain_loop(model, x) -> tuple[float, float]:
+    start, cpu = time.perf_counter(), cpu_seconds()
     with torch.inference_mode():
         for i in range(0, len(x), BATCH):
             model(x[i:i + BATCH])
-    return time.perf_counter() - start
+    return time.perf_counter() - start, cpu_seconds() - cpu
 
 
-def timed_capture(model, x, y, layers, path) -> tuple[float, int]:
-    start = time.perf_counter()
+def timed_capture(model, x, y, layers, path) -> tuple[float, float, int]:
+    """Capture into a new store (deleting the last one is not timed: it is no part of a capture)."""
+    shutil.rmtree(path, ignore_errors=True)
+    start, cpu = time.perf_counter(), cpu_seconds()
     store = capture(model, x, path, labels=y, layers=layers, batch_size=BATCH, keep_inputs=False,
-                    progress=False, overwrite=True)
-    seconds = time.perf_counter() - start
+                    progress=False)
+    seconds, cpu = time.perf_counter() - start, cpu_seconds() - cpu
     written = sum(f.stat().st_size for f in pathlib.Path(path).rglob("*") if f.is_file())
     assert store.n_instances == len(x)
-    return seconds, written
+    return seconds, cpu, written
 
 
-def compare(name: str, n: int, repeats: int, workdir: pathlib.Path) -> dict:
+def compare(name: str, n: int, repeats: int, workdir: pathlib.Path) -> list[dict]:
     build, shape = MODELS[name]
     torch.manual_seed(0)
     model = build().eval()
     x = torch.randn(n, *shape)
     y = torch.randint(0, 10, (n,))
-    layers = every_layer(model, shape)
+    sets = layer_sets(model, shape)
     plain_loop(model, x[: 20 * BATCH])  # warm up the kernels
-    timed_capture(model, x[: 20 * BATCH], y[: 20 * BATCH], layers, workdir / f"{name}-warm")
-    plains, captures, written = [], [], 0
+    timed_capture(model, x[: 20 * BATCH], y[: 20 * BATCH], sets["all"], workdir / f"{name}-warm")
+    plains, plain_cpu, captures, capture_cpu, written = [], [], {k: [] for k in sets}, {k: [] for k in sets}, {}
     for _ in range(repeats):
-        plains.append(plain_loop(model, x))
-        seconds, written = timed_capture(model, x, y, layers, workdir / name)
-        captures.append(seconds)
-    plain, took = statistics.median(plains), statistics.median(captures)
-    return {"model": name, "n": n, "layers": len(layers), "plain_s": plains, "capture_s": captures,
-            "ratio_median": took / plain, "ratio_best": min(captures) / min(plains),
-            "instances_per_s": n / took, "store_mb": written / 1e6, "mb_per_s": written / 1e6 / took}
+        seconds, cpu = plain_loop(model, x)
+        plains.append(seconds)
+        plain_cpu.append(cpu)
+        for key, layers in sets.items():
+            seconds, cpu, written[key] = timed_capture(model, x, y, layers, workdir / f"{name}-{key}")
+            captures[key].append(seconds)
+            capture_cpu[key].append(cpu)
+    plain = statistics.median(plains)
+    results = []
+    for key, layers in sets.items():
+        took = statistics.median(captures[key])
+        results.append({"model": name, "layers": key, "n_layers": len(layers), "n": n, "plain_s": plains,
+                        "capture_s": captures[key], "ratio_median": took / plain,
+                        "ratio_best": min(captures[key]) / min(plains),
+                        "cpu_ratio": statistics.median(capture_cpu[key]) / statistics.median(plain_cpu),
+                        "instances_per_s": n / took, "store_mb": written[key] / 1e6,
+                        "mb_per_s": written[key] / 1e6 / took})
+    return results
 
 
 class SyntheticBatches:
@@ -113,15 +140,8 @@ def rss_anon_kb() -> int:
     raise RuntimeError("no RssAnon in /proc/self/status")
 
 
-def memory_child(name: str, n: int, path: str) -> None:
-    """Runs in a fresh process: peak RssAnon growth while capturing n generated instances."""
-    build, shape = MODELS[name]
-    torch.manual_seed(0)
-    model = build().eval()
-    layers = every_layer(model, shape)
-    data = SyntheticBatches(n, shape)
-    capture(model, SyntheticBatches(3 * BATCH, shape), path + "-warm", layers=layers, progress=False,
-            keep_inputs=False)
+def peak_growth_mb(run) -> float:
+    """Peak RssAnon growth (MB) while ``run()`` runs, sampled every 5 ms."""
     before = rss_anon_kb()
     peak = [before]
     done = threading.Event()
@@ -133,14 +153,38 @@ def memory_child(name: str, n: int, path: str) -> None:
 
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
+    try:
+        run()
+    finally:
+        done.set()
+        sampler.join()
+    return (peak[0] - before) / 1024
+
+
+def memory_child(name: str, n: int, path: str) -> None:
+    """Runs in a fresh process: peak RssAnon growth of a plain loop (20 batches: its peak is the
+    model's own working memory) and of a capture of n generated instances."""
+    build, shape = MODELS[name]
+    torch.manual_seed(0)
+    model = build().eval()
+    layers = layer_sets(model, shape)["all"]
+    capture(model, SyntheticBatches(3 * BATCH, shape), path + "-warm", layers=layers, progress=False,
+            keep_inputs=False)
+
+    def plain():
+        with torch.inference_mode():
+            for x, _ in SyntheticBatches(20 * BATCH, shape):
+                model(x)
+
+    plain_mb = peak_growth_mb(plain)
     start = time.perf_counter()
-    store = capture(model, data, path, layers=layers, progress=False, keep_inputs=False)
+    stores = []
+    capture_mb = peak_growth_mb(lambda: stores.append(capture(model, SyntheticBatches(n, shape), path,
+                                                              layers=layers, progress=False, keep_inputs=False)))
     seconds = time.perf_counter() - start
-    done.set()
-    sampler.join()
-    assert store.n_instances == n
-    print(json.dumps({"model": name, "n": n, "peak_growth_mb": (peak[0] - before) / 1024, "seconds": seconds,
-                      "instances_per_s": n / seconds}))
+    assert stores[0].n_instances == n
+    print(json.dumps({"model": name, "n": n, "peak_growth_mb": capture_mb, "plain_peak_growth_mb": plain_mb,
+                      "seconds": seconds, "instances_per_s": n / seconds}))
 
 
 def memory(name: str, n: int, workdir: pathlib.Path) -> dict:
@@ -154,8 +198,12 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="10,000 instances, one repeat, memory at 10k/40k")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--models", default="mlp,cnn")
+    parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's)")
+    parser.add_argument("--skip-memory", action="store_true")
     parser.add_argument("--memory-child", nargs=3, metavar=("MODEL", "N", "PATH"), help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
     if args.memory_child:
         memory_child(args.memory_child[0], int(args.memory_child[1]), args.memory_child[2])
         return
@@ -164,16 +212,22 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="activis-bench-") as tmp:
         workdir = pathlib.Path(tmp)
         for name in args.models.split(","):
-            r = compare(name, n, repeats, workdir)
-            print(f"{name}: capture / plain = {r['ratio_median']:.3f} (median of {repeats}; best/best "
-                  f"{r['ratio_best']:.3f}; target <= 1.10) | plain {', '.join(f'{s:.2f}' for s in r['plain_s'])} s, "
-                  f"capture {', '.join(f'{s:.2f}' for s in r['capture_s'])} s | {r['instances_per_s']:,.0f} inst/s, "
-                  f"{r['mb_per_s']:.1f} MB/s written ({r['store_mb']:.1f} MB store, {r['layers']} layers)")
+            for r in compare(name, n, repeats, workdir):
+                print(f"{name} {r['layers']} ({r['n_layers']} layers): capture / plain = {r['ratio_median']:.3f} "
+                      f"(median of {repeats}; best/best {r['ratio_best']:.3f}; CPU time {r['cpu_ratio']:.3f}; "
+                      f"target <= 1.10) | plain "
+                      f"{', '.join(f'{s:.2f}' for s in r['plain_s'])} s, capture "
+                      f"{', '.join(f'{s:.2f}' for s in r['capture_s'])} s | {r['instances_per_s']:,.0f} inst/s, "
+                      f"{r['mb_per_s']:.1f} MB/s written ({r['store_mb']:.1f} MB store)")
+            if args.skip_memory:
+                continue
             peaks = [memory(name, size, workdir) for size in sizes]
             text = ", ".join(f"{p['n']:,}: {p['peak_growth_mb']:.1f} MB" for p in peaks)
+            plain = ", ".join(f"{p['plain_peak_growth_mb']:.1f}" for p in peaks)
             print(f"{name}: peak RssAnon growth during capture {text} "
                   f"(ratio {peaks[1]['peak_growth_mb'] / max(peaks[0]['peak_growth_mb'], 1e-9):.2f} for "
-                  f"{sizes[1] // sizes[0]}x the instances; target: flat)")
+                  f"{sizes[1] // sizes[0]}x the instances; target: flat) | a plain forward loop's own peak in the "
+                  f"same processes: {plain} MB")
 
 
 if __name__ == "__main__":

@@ -400,6 +400,49 @@ def test_an_existing_store_needs_resume_or_overwrite(tmp_path):
     assert run(model, x[:10], tmp_path / "s", overwrite=True).n_instances == 10
 
 
+class TwoInputs(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(4, 6)
+        self.b = nn.Linear(3, 6)
+        self.head = nn.Linear(6, 2)
+
+    def forward(self, image, extra):
+        return self.head(torch.relu(self.a(image) + self.b(extra)))
+
+
+class Records(Dataset):
+    def __len__(self):
+        return 20
+
+    def __getitem__(self, i):
+        g = torch.Generator().manual_seed(i)
+        return {"extra": torch.randn(3, generator=g), "target": i % 2, "image": torch.randn(4, generator=g)}
+
+
+def test_dict_items_are_passed_to_the_model_by_name(tmp_path):
+    model = TwoInputs()
+    store = run(model, Records(), tmp_path / "s", layers=["a", "b", "head"], dtype="float32", batch_size=8)
+    items = [Records()[i] for i in range(20)]
+    image, extra = torch.stack([r["image"] for r in items]), torch.stack([r["extra"] for r in items])
+    with torch.no_grad():
+        np.testing.assert_allclose(store.activations("a"), model.a(image).numpy(), rtol=1e-6)
+        np.testing.assert_allclose(store.outputs, model(image, extra).numpy(), rtol=1e-6)
+    np.testing.assert_array_equal(store.instances["label"], np.arange(20) % 2)
+    assert store.inputs is None  # two inputs: nothing to show as one thumbnail
+
+
+def test_low_precision_models_and_durable_commits(tmp_path):
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(2, 4, 3), nn.ReLU(), nn.Flatten(), nn.Linear(4 * 6 * 6, 3)).to(torch.bfloat16)
+    x = torch.randn(12, 2, 8, 8)  # float32 data: cast to the model's dtype
+    store = run(model, x, tmp_path / "s", durable=True)
+    with torch.no_grad():
+        relu = model[1](model[0](x.to(torch.bfloat16)))
+    np.testing.assert_allclose(store.activations("_1"), relu.float().mean((2, 3)).numpy(), rtol=1e-2, atol=1e-2)
+    assert store.manifest["finished"] and (tmp_path / "s" / "manifest.json").read_text().startswith("{\n")
+
+
 # ---------------------------------------------------------------------- model & outputs
 def test_nonfinite_values_are_counted_reported_and_saturated(tmp_path):
     model = nn.Sequential(nn.Linear(3, 4), nn.Linear(4, 2))
