@@ -1119,7 +1119,7 @@ class _Session:
             committed = writer.committed
             writer.close()
             where = f"rows {self.lo}-{self.hi} " if self.group.world_size > 1 else ""
-            raise CaptureInterrupted(f"Capture interrupted: {committed:,} of {total if total is not None else '?'} "
+            raise CaptureInterrupted(f"Capture interrupted: {committed:,} of {'?' if total is None else f'{total:,}'} "
                                      f"instances {where}are committed in {self.path}; capture(..., resume=True) "
                                      "continues from there.", self.path, committed) from None
         except BaseException as exc:

@@ -4,12 +4,13 @@
 
 The model, data and metadata are the same in every process (fixed seeds), so stores written by
 separate runs of this script can be compared bit for bit. ``--slow`` sleeps in the dataset once
-per batch so that a test can kill the process mid-capture at a moment of its choosing.
+per batch so that a test can kill (or interrupt) the process mid-capture at a moment of its choosing.
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 
 import numpy as np
@@ -18,7 +19,7 @@ import torch
 from torch import nn
 from torch.utils.data import Dataset
 
-from activis.capture import capture
+from activis.capture import CaptureInterrupted, capture
 
 
 def model() -> nn.Module:
@@ -69,7 +70,11 @@ def main() -> None:
         import torch.distributed as dist
 
         dist.init_process_group("gloo")
-    store = capture_rows(args.store, args.rows, args.batch, resume=args.resume, slow=args.slow)
+    try:
+        store = capture_rows(args.store, args.rows, args.batch, resume=args.resume, slow=args.slow)
+    except CaptureInterrupted as stopped:  # Ctrl-C, or SIGINT from a test
+        print(f"INTERRUPTED {stopped.committed} {stopped}", flush=True)
+        sys.exit(130)
     print(f"DONE {store.n_instances}", flush=True)
     if args.distributed:
         dist.destroy_process_group()

@@ -544,26 +544,29 @@ def test_an_interrupt_stops_cleanly_and_resume_equals_an_uninterrupted_capture(t
 
 
 def test_killing_the_capture_at_random_moments_loses_nothing(tmp_path):
-    """SIGKILL a capture process at random moments; each time the store opens with whole batches
-    that equal the reference, and resuming to the end gives the reference bit for bit."""
+    """Interrupt (SIGINT, as Ctrl-C or a kernel interrupt does), then SIGKILL, a capture process at
+    random moments; each time the store opens with whole batches that equal the reference, and
+    resuming to the end gives the reference bit for bit."""
     rows, batch = 1500, 16
     args = ["--rows", str(rows), "--batch", str(batch)]
     path = tmp_path / "s"
     rng = random.Random(os.getpid())
     seen = [0]
-    for _ in range(3):
+    for sig in [signal.SIGINT, signal.SIGKILL, signal.SIGKILL, signal.SIGKILL]:
         proc = subprocess.Popen([sys.executable, str(WORKER), str(path), *args, "--slow", "0.02", "--resume"],
-                                cwd=REPO, stdout=subprocess.DEVNULL)
+                                cwd=REPO, stdout=subprocess.PIPE, text=True)
         deadline = time.monotonic() + 60  # until this run commits something new, the kill would only
         while proc.poll() is None and time.monotonic() < deadline:  # interrupt torch's import
             if (path / "manifest.json").exists() and open_store(path).n_instances > seen[-1]:
                 break
             time.sleep(0.005)
         time.sleep(rng.uniform(0.0, 0.3))  # each run writes a batch about every 20 ms
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
+        proc.send_signal(sig)
+        out, _ = proc.communicate(timeout=60)
         store = open_store(path)
         n = store.n_instances
+        if sig == signal.SIGINT:  # stopped cleanly, saying what it kept
+            assert proc.returncode == 130 and f"INTERRUPTED {n} Capture interrupted: {n:,} of {rows:,}" in out, out
         assert n % batch == 0 and seen[-1] < n < rows, (seen, n)
         assert store.instances["row"].tolist() == list(range(n))
         seen.append(n)
