@@ -48,6 +48,9 @@ const parsed = new Map();
 /** Any CSS colour as [r, g, b, a] bytes (the browser parses it). */
 function cssRGBA(color) {
   if (parsed.has(color)) return parsed.get(color).slice();
+  if (/^#[0-9a-f]{6}$/i.test(color)) { // the palettes from Python: no canvas round trip
+    return [1, 3, 5].map((i) => parseInt(color.slice(i, i + 2), 16)).concat(255);
+  }
   if (!probeCtx) {
     const c = document.createElement("canvas");
     c.width = c.height = 1;
