@@ -272,5 +272,6 @@ def _follows_in_browser(view) -> bool:
 
 
 def _boxed(view, width: str):
-    view.layout = widgets.Layout(width=width, min_width="0")
+    # a fixed height: a view that grows (a hover row in the matrix) must not shift the views under the mouse
+    view.layout = widgets.Layout(width=width, min_width="0", height=f"{view.height}px", overflow="hidden")
     return view
