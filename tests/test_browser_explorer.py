@@ -63,16 +63,16 @@ def test_explorer_coordination(lab, page):
     graph.locator(".activis-node[data-key='module:conv2']").click()
     state = python_result(panel, 1, lambda r: r["layers"] == ["conv2"] * 3)
     assert state["layers"] == ["conv2"] * 3
-    page.wait_for_function("(el) => el.dataset.neurons === String(%d)" % facts["conv2_neurons"],
-                           arg=matrix.element_handle())
+    page.wait_for_function("([el, n]) => el.dataset.neurons === String(n)",
+                           arg=[matrix.element_handle(), facts["conv2_neurons"]])
 
     # 2. hovering a matrix row lights up its instances in the projection and the instance panel
     row_h = float(matrix.get_attribute("data-row-h"))
     cell_w = float(matrix.get_attribute("data-cell-w"))
     matrix.locator("canvas.av-canvas").hover(position={"x": 2.5 * cell_w, "y": 3.5 * row_h})  # row "true 3"
     page.wait_for_function("(el) => Number(el.dataset.highlightedDrawn || 0) > 0", arg=inst.element_handle())
-    page.wait_for_function("(el) => Number(el.dataset.highlighted || 0) === %d" % facts["n_true3"],
-                           arg=proj.element_handle())
+    page.wait_for_function("([el, n]) => Number(el.dataset.highlighted || 0) === n",
+                           arg=[proj.element_handle(), facts["n_true3"]])
     assert python_result(panel, 1, lambda r: r["hover_source"] == "matrix")["hover_source"] == "matrix"
     page.mouse.move(0, 0)
 
@@ -111,8 +111,10 @@ def test_explorer_coordination(lab, page):
         page.mouse.move(box["x"] + cx + r * np.cos(a), box["y"] + cy + r * np.sin(a))
     page.mouse.up()
     state = python_result(panel, 1, lambda r: "selection" in r["rows"] and r["filter"])
-    assert "selection" in state["rows"] and state["brush"] == state["filter"] > 0, {k: state[k] for k in ("proj_selected", "lasso", "brush", "filter", "pinned")}
-    page.wait_for_function("(el) => Number(el.dataset.drawn) <= %d + 1" % state["filter"], arg=inst.element_handle())
+    assert "selection" in state["rows"] and state["brush"] == state["filter"] > 0, state
+    # the panel narrows to the brushed instances (and the pinned one, always shown)
+    page.wait_for_function("([el, n]) => Number(el.dataset.drawn) <= n + 1",
+                           arg=[inst.element_handle(), state["filter"]])
 
     # 5. a click on a neuron column colours the projection by it and sorts the instance panel
     matrix.locator("canvas.av-canvas").click(position={"x": 4.5 * cell_w, "y": 0.5 * row_h})
@@ -123,8 +125,8 @@ def test_explorer_coordination(lab, page):
     # 6. picking a subset in the subset panel highlights it everywhere
     subsets.locator(".activis-subset-row[data-name='true 3']").click()
     state = python_result(panel, 1, lambda r: r["subset"] == "true 3")
-    page.wait_for_function("(el) => Number(el.dataset.highlighted || 0) === %d" % facts["n_true3"],
-                           arg=proj.element_handle())
+    page.wait_for_function("([el, n]) => Number(el.dataset.highlighted || 0) === n",
+                           arg=[proj.element_handle(), facts["n_true3"]])
     page.wait_for_function("(el) => Number(el.dataset.highlightedDrawn || 0) > 0", arg=inst.element_handle())
     cell.locator(".activis-explorer").screenshot(path=str(ARTIFACTS / "explorer.png"))
 
