@@ -95,3 +95,10 @@ def test_backend_imports_without_widgets_or_torch(module):
         f"import {module}\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_every_public_name_resolves():
+    import activis
+
+    missing = [name for name in activis.__all__ if name != "__version__" and getattr(activis, name, None) is None]
+    assert not missing
