@@ -128,7 +128,12 @@ def test_explorer_coordination(lab, page):
     page.wait_for_function("([el, n]) => Number(el.dataset.highlighted || 0) === n",
                            arg=[proj.element_handle(), facts["n_true3"]])
     page.wait_for_function("(el) => Number(el.dataset.highlightedDrawn || 0) > 0", arg=inst.element_handle())
-    cell.locator(".activis-explorer").screenshot(path=str(ARTIFACTS / "explorer.png"))
+    # a screenshot of the whole explorer (for the README): a viewport tall enough to hold it
+    page.set_viewport_size({"width": 1500, "height": 2300})
+    explorer = cell.locator(".activis-explorer")
+    explorer.scroll_into_view_if_needed()
+    page.wait_for_timeout(500)
+    explorer.screenshot(path=str(ARTIFACTS / "explorer.png"))
 
     # the scenario users bring: the most frequent mistake, one instance, compared with both classes
     ranking = read_result(run_cell(panel, 3))

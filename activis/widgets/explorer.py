@@ -69,7 +69,7 @@ class Explorer(widgets.VBox):
         self.matrix = ActivationMatrix(store, layer, subsets=self.subsets, height=380)
         self.projection = ProjectionView(store, layer, method, params=projection_params, height=420)
         self.instances = InstancePanel(store, max_instances=max_instances, height=420)
-        self.subset_panel = SubsetPanel(self.subsets, height=260)
+        self.subset_panel = SubsetPanel(self.subsets, height=380)
         self.why = widgets.Output(layout=widgets.Layout(max_height="260px", overflow="auto"))
         self.status = widgets.Label("")
         self.last_explanation = None
