@@ -623,8 +623,8 @@ class StoreWriter:
     ``layers`` maps layer names to `LayerSpec`; ``metadata`` (a DataFrame aligned with the
     instances) is written once up front so that it is there whatever happens later. With
     ``world_size`` > 1 the store is laid out for a sharded capture: every rank joins it with
-    `StoreWriter.resume` and fills its own row range. ``durable`` makes every commit survive a
-    power cut (fsync per batch) rather than only a killed process; `finish` always syncs.
+    `StoreWriter.resume` and fills its own row range. Every commit survives the writing process
+    being killed; with ``durable`` it also survives a power cut (fsync per commit and at `finish`).
     """
 
     def __init__(self, path, *, layers: Mapping[str, LayerSpec], n_outputs: int,
@@ -726,6 +726,10 @@ class StoreWriter:
         return self
 
     def _attach(self, manifest: dict, *, rank: int | None, complete: int, durable: bool) -> None:
+        manifest.setdefault("output_kind", _output_kind(manifest))  # a format 1 store being resumed
+        manifest.setdefault("outputs_nonfinite", _zero_counts())
+        for entry in manifest["layers"].values():
+            entry.setdefault("nonfinite", _zero_counts())
         self.manifest = manifest
         self.rank = rank
         self.durable = durable

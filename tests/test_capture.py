@@ -511,6 +511,31 @@ class Interrupting(Dataset):
         return self.x[i], int(self.y[i])
 
 
+def test_a_full_disk_stops_the_capture_with_a_clear_error_and_keeps_what_was_committed(tmp_path, monkeypatch):
+    import errno
+
+    from activis.store import StoreFullError
+
+    real_pwrite, calls = os.pwrite, []
+
+    def filling_up(fd, data, offset):
+        calls.append(len(data))
+        if len(calls) > 40:  # the disk is full from the 41st write on
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_pwrite(fd, data, offset)
+
+    monkeypatch.setattr("activis.capture.BLOCK_BYTES", 1)  # one batch per commit, to count them
+    monkeypatch.setattr(os, "pwrite", filling_up)
+    model, x = zoo.mlp(), torch.randn(400, 20)
+    with pytest.raises(StoreFullError, match=r"No space left while writing a batch.*keeps its \d+ committed"):
+        run(model, x, tmp_path / "s", batch_size=10)
+    monkeypatch.setattr(os, "pwrite", real_pwrite)  # space freed
+    store = open_store(tmp_path / "s")
+    assert 0 < store.n_instances < 400 and store.n_instances % 10 == 0
+    assert not any(m._forward_hooks for m in model.modules()) and model.training
+    assert run(model, x, tmp_path / "s", batch_size=10, resume=True).is_complete
+
+
 def same_files(a: pathlib.Path, b: pathlib.Path) -> list[str]:
     """Row files that differ between two stores (the manifests differ in timings only)."""
     names = [p.relative_to(a) for p in sorted(a.rglob("*.bin"))] + [pathlib.Path("metadata.parquet"),

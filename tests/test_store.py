@@ -223,6 +223,17 @@ def test_format_1_stores_still_open(tmp_path):
     store = open_store(tmp_path / "s")
     assert list(store.instances.columns[:4]) == ["label", "pred", "correct", "confidence"]
     assert store.output_kind == "logits" and store.scores.shape == (50, 3)
+    # an unfinished format 1 store can be continued
+    rng = np.random.default_rng(0)
+    writer = StoreWriter(tmp_path / "growing", layers={"hidden": LayerSpec(6)}, n_outputs=3)
+    writer.append(**batch(4, rng))
+    writer.close()
+    edit_manifest(tmp_path / "growing", lambda m: (as_v1(m), [e.pop("nonfinite") for e in m["layers"].values()],
+                                                   [os.remove(tmp_path / "growing" / "columns" / f"{c}.bin")
+                                                    for c in ("label_score", "nonfinite")]))
+    with StoreWriter.resume(tmp_path / "growing") as writer:
+        writer.append(**batch(3, rng))
+    assert open_store(tmp_path / "growing").n_instances == 7
 
 
 def test_sections_live_inside_the_store(tmp_path):
