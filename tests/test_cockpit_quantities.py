@@ -7,6 +7,7 @@ closed forms from layer hooks, ``torch.func`` and Gauss-Newton backpropagation i
 """
 
 import copy
+import functools
 import math
 
 import numpy as np
@@ -83,11 +84,11 @@ def batch(shape, t, scale=1.0):
     return x, torch.randint(0, 3, (B,), generator=g)
 
 
-def train(name, quantities, steps=3, loss_fn=ce, scale=1.0, **cockpit_args):
+def train(name, quantities, steps=3, loss_fn=ce, scale=1.0, optimizer=None, clip=None, **cockpit_args):
     factory, shape = MODELS[name]
     torch.manual_seed(0)
     model = factory().double()
-    opt = torch.optim.SGD(model.parameters(), lr=LR)
+    opt = (optimizer or (lambda ps: torch.optim.SGD(ps, lr=LR)))(model.parameters())
     cockpit = Cockpit(model, quantities, optimizer=opt, **cockpit_args)
     snapshots = []
     for t in range(steps):
@@ -98,6 +99,8 @@ def train(name, quantities, steps=3, loss_fn=ce, scale=1.0, **cockpit_args):
         loss = losses.mean()
         with cockpit(t, loss=loss, individual_losses=losses):
             loss.backward(create_graph=cockpit.create_graph(t))
+        if clip is not None:  # elementwise: the step leaves the gradient's direction
+            torch.nn.utils.clip_grad_value_(model.parameters(), clip)
         opt.step()
     snapshots.append(([p.detach().clone() for p in model.parameters()], None, None))
     return model, cockpit, snapshots
@@ -132,9 +135,13 @@ class Reference:
             out = functional_call(self.model, dict(zip(self.names, chunks)), (x,))
             return loss_fn(out, y).mean()
 
+        self._mean_loss = mean_loss
+
+    @functools.cached_property
+    def H(self):
         # torch.autograd's reverse-over-reverse: torch.func.hessian (and jacrev(jacrev)) get the
         # second derivatives through LayerNorm wrong in torch 2.13 (checked against finite differences)
-        self.H = torch.autograd.functional.hessian(mean_loss, self.theta)
+        return torch.autograd.functional.hessian(self._mean_loss, self.theta)
 
     def blocks(self, vec):
         return list(vec.split(self.sizes, dim=-1))
@@ -236,6 +243,20 @@ def test_every_quantity_matches_the_exact_reference(name):
             assert_close(f"{name} Alpha {t}", record["Alpha"], alpha, rtol=1e-6)
     # the last step has no successor: no UpdateSize or Alpha for it, and no fake value either
     assert math.isnan(frame.loc[len(refs) - 1, "Alpha"])
+
+
+@pytest.mark.parametrize("variant", ["sgd", "clipped", "momentum", "adam"])
+def test_alpha_follows_the_actual_step_whatever_the_optimizer(variant):
+    # plain SGD takes the shortcut through Gram matrices; clipping between backward() and step(),
+    # momentum or Adam move along another direction, which Alpha must then project on
+    optimizers = {"momentum": lambda ps: torch.optim.SGD(ps, lr=LR, momentum=0.9),
+                  "adam": lambda ps: torch.optim.Adam(ps, lr=0.01)}
+    model, cockpit, snaps = train("cnn", [Q.Alpha()], steps=4, optimizer=optimizers.get(variant),
+                                  clip=0.01 if variant == "clipped" else None)
+    refs = [Reference(model, params, x, y, ce) for params, x, y in snaps[:-1]]
+    for t in range(3):
+        want = reference_alpha(refs[t], refs[t + 1], refs[t].theta, refs[t + 1].theta)
+        assert_close(f"Alpha {variant} {t}", cockpit.log.record(t)["Alpha"], want, rtol=1e-6)
 
 
 def test_gauss_newton_diagonal_is_the_hessian_diagonal_for_mse_too():

@@ -86,22 +86,12 @@ class StepContext:
             return bufs
         return self._cached("snapshot", take)
 
-    def grads_snapshot(self) -> list[torch.Tensor]:
-        def take():
-            bufs = self.cockpit._buffers(f"grads{self.cockpit._grad_flip}")
-            self.cockpit._grad_flip ^= 1
-            torch._foreach_copy_(bufs, self.grads)
-            return bufs
-        return self._cached("grads_snapshot", take)
-
-    def difference(self, other: list[torch.Tensor], name: str = "direction"):
-        """(theta - other per parameter, its norm per parameter), in a reused buffer."""
+    def difference(self, other: list[torch.Tensor]):
+        """(theta - other per parameter, its norm per parameter)."""
         def compute():
-            diff = self.cockpit._buffers(name)
-            torch._foreach_copy_(diff, self.params)
-            torch._foreach_sub_(diff, other)
+            diff = torch._foreach_sub(self.params, other)
             return diff, [float(n) for n in torch._foreach_norm(diff)]
-        return self._cached((name, id(other)), compute)
+        return self._cached(("difference", id(other)), compute)
 
     def _cached(self, key, compute):
         if key not in self._cache:
@@ -212,8 +202,11 @@ class StepContext:
 
         return self._cached("hess_diag", compute)
 
-    def plain_sgd_lr(self, name: str) -> float:
-        opt = self.optimizer
+    def plain_sgd_lr(self, name: str = "this quantity") -> float:
+        """The learning rate of plain SGD (raises `Unavailable` for any other optimizer).
+
+        Callable on a context or, as ``StepContext.plain_sgd_lr(optimizer)``, on an optimizer."""
+        opt = self.optimizer if isinstance(self, StepContext) else self
         if opt is None:
             raise Unavailable(f"{name} needs the optimizer (pass optimizer=...)")
         groups = opt.param_groups
@@ -262,7 +255,9 @@ class Cockpit:
         self.skipped: dict[str, str] = {}
         self._initial: list[torch.Tensor] | None = None
         self._bufs: dict[str, list[torch.Tensor]] = {}
-        self._flip = self._grad_flip = 0
+        self._flip = 0
+        self._watched: dict[int, list] = {}  # id(optimizer) -> hook handles
+        self._step_watch: dict | None = None
         self._pending: tuple[int, list] | None = None
         self._next_step = 0
         meta = {
@@ -354,9 +349,58 @@ class Cockpit:
         self.log.append(step, {k: float(v) for k, v in values.items()})
 
     def close(self) -> None:
-        """Remove the model hooks and close the log files."""
+        """Remove the model and optimizer hooks and close the log files."""
         self.taps.remove()
+        for handles in self._watched.values():
+            for h in handles:
+                h.remove()
+        self._watched = {}
         self.log.close()
+
+    # ---------------------------------------------------------------- was the last step plain SGD?
+    def watch_step(self, optimizer) -> None:
+        """Note the gradients this step saw; the optimizer's hooks then tell whether its next step was
+        theta -= lr * gradient with exactly them (no clipping, no other change) and nothing else
+        touched the parameters afterwards. Costs no pass over the parameters."""
+        if optimizer is None:
+            self._step_watch = None
+            return
+        if id(optimizer) not in self._watched:
+            self._watched[id(optimizer)] = [optimizer.register_step_pre_hook(self._before_step),
+                                            optimizer.register_step_post_hook(self._after_step)]
+        self._step_watch = {"optimizer": optimizer, "grads": None}  # filled in once the step is tracked
+
+    def _note_grads(self) -> None:
+        if self._step_watch is not None and self._step_watch["grads"] is None:
+            self._step_watch["grads"] = [(p.grad, None if p.grad is None else p.grad._version)
+                                         for _, p in self.params]
+
+    def _before_step(self, optimizer, _args, _kwargs) -> None:
+        watch = self._step_watch
+        if watch is None or watch["optimizer"] is not optimizer:
+            return
+        params = [p for _, p in self.params]
+        unchanged = watch["grads"] is not None and all(
+            p.grad is g and (g is None or g._version == v) for p, (g, v) in zip(params, watch["grads"]))
+        try:
+            lr = StepContext.plain_sgd_lr(optimizer)
+        except Unavailable:
+            lr = None
+        watch["lr"] = lr if unchanged else None
+
+    def _after_step(self, optimizer, _args, _kwargs) -> None:
+        watch = self._step_watch
+        if watch is not None and watch["optimizer"] is optimizer and watch.get("lr") is not None:
+            watch["versions"] = [p._version for _, p in self.params]
+
+    def sgd_step_lr(self) -> float | None:
+        """The learning rate of the last optimizer step if it was a plain SGD step on the watched gradient."""
+        watch = self._step_watch
+        if watch is None or "versions" not in watch:
+            return None
+        if any(p._version != v for (_, p), v in zip(self.params, watch["versions"])):
+            return None
+        return watch["lr"]
 
     def __enter__(self):
         return self
@@ -442,6 +486,7 @@ class _Tracking:
             for _, p in cp.params:  # break the grad <-> graph cycle that create_graph leaves
                 if p.grad is not None and p.grad.grad_fn is not None:
                     p.grad = p.grad.detach()
+            cp._note_grads()
         return False
 
     def _track(self):

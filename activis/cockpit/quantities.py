@@ -84,7 +84,7 @@ class Distance(Quantity):
     aggregate = "norm"
 
     def compute(self, ctx):
-        return ctx.difference(ctx.initial_params, "from_initial")[1]
+        return ctx.difference(ctx.initial_params)[1]
 
 
 class UpdateSize(TwoStepQuantity):
@@ -232,12 +232,8 @@ class Alpha(TwoStepQuantity):
 
     def start(self, ctx):
         state = _alpha_end(ctx)
-        try:
-            state["sgd_lr"] = ctx.plain_sgd_lr(self.name)
-        except Unavailable:
-            state["sgd_lr"] = None
-        else:  # for the shortcut of a plain SGD step, see finish()
-            state["grads"] = ctx.grads_snapshot()
+        if isinstance(ctx.optimizer, torch.optim.SGD):  # for the shortcut of a plain SGD step, see finish()
+            ctx.cockpit.watch_step(ctx.optimizer)
             state["grad_norm"] = math.sqrt(ctx.grad_sq_norm)
             state["dots_mean"] = sum(ctx.dots_mean())
         return state
@@ -249,8 +245,9 @@ class Alpha(TwoStepQuantity):
         if tau == 0.0:
             return -1.0
         start_ps, end_ps = state["per_sample"], end["per_sample"]
-        if _is_sgd_step(state, direction, tau, ctx):
-            # d = -lr g_t: project on -g_t / ||g_t||, through Gram matrices of the two batches
+        if "dots_mean" in state and ctx.cockpit.sgd_step_lr() is not None and state["grad_norm"] > 0:
+            # the optimizer's hooks saw theta_{t+1} = theta_t - lr g_t: the direction is -g_t, so
+            # project on -g_t / ||g_t||, through the Gram matrices of the two batches
             gnorm = state["grad_norm"]
             s0 = -state["dots_mean"] / gnorm
             s1 = -sum(ps.dot_mean(of=old).double() for ps, old in zip(end_ps, start_ps)) / gnorm
@@ -259,17 +256,6 @@ class Alpha(TwoStepQuantity):
             s1 = sum(ps.dot(d).double() for ps, d in zip(end_ps, direction)) / tau
         return fit_alpha(tau, (state["loss"], end["loss"]), (state["loss_var"], end["loss_var"]),
                          [float(s0.mean()), float(s1.mean())], [float(s0.var()), float(s1.var())])
-
-
-def _is_sgd_step(state, direction, tau, ctx) -> bool:
-    """Was theta_{t+1} - theta_t = -lr g_t (plain SGD, no clipping or other change of the gradient)?"""
-    lr = state["sgd_lr"]
-    if lr is None:
-        return False
-    gap = ctx.cockpit._buffers("sgd_check")
-    torch._foreach_copy_(gap, direction)
-    torch._foreach_add_(gap, state["grads"], alpha=lr)
-    return math.sqrt(sum(float(n) ** 2 for n in torch._foreach_norm(gap))) <= 1e-3 * tau
 
 
 def _alpha_end(ctx) -> dict:
