@@ -1,0 +1,135 @@
+"""Cross-filter update on 100,000 instances, measured in the page.
+
+A lasso drawn in the projection of an Explorer: the time from the mouse release until the matrix
+has drawn its "selection" row and the instance panel has narrowed to the brushed instances (target:
+≤ 100 ms). Printed against a bare kernel round trip measured in the same page (a trait set in the
+browser, echoed by Python), the floor any update that needs the activations pays.
+
+Run: .venv/bin/python benchmarks/bench_crossfilter.py   (starts its own JupyterLab on 127.0.0.1)
+"""
+
+import json
+import pathlib
+import statistics
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+
+from conftest import CHROMIUM, CHROMIUM_FLAGS, Lab  # noqa: E402
+from jupyter_page import open_cells, read_result, run_cell  # noqa: E402
+
+N = 100_000
+SETUP = f"""
+import json, numpy as np, pandas as pd, tempfile
+from activis.store import write_store
+from activis.widgets.explorer import Explorer
+from activis.widgets.subset_panel import SubsetPanel
+rng = np.random.default_rng(0)
+n, k = {N}, 10
+labels = rng.integers(0, k, n)
+centres = rng.normal(size=(k, 64)) * 3
+acts = np.maximum(centres[labels] + rng.normal(size=(n, 64)), 0).astype(np.float32)
+outputs = (np.eye(k)[labels] * 4 + rng.normal(size=(n, k))).astype(np.float32)
+store = write_store(tempfile.mkdtemp() + "/bench", {{"hidden": acts}}, labels=labels, outputs=outputs,
+                    class_names=[f"class {{i}}" for i in range(k)])
+ex = Explorer(store, method="pca", max_instances=1000)
+ex
+"""
+ECHO = """
+import anywidget, traitlets
+class Echo(anywidget.AnyWidget):
+    _esm = "export default {render({model, el}) { el.className = 'echo'; window.__echo = model; }}"
+    ping = traitlets.Int(0).tag(sync=True)
+    pong = traitlets.Int(0).tag(sync=True)
+echo = Echo()
+echo.observe(lambda c: setattr(echo, "pong", c["new"]), "ping")
+echo
+"""
+CHECK = 'print("RESULT " + json.dumps({"brushed": 0 if ex.selection.brush is None else len(ex.selection.brush)}))'
+
+WATCH = """([canvas, matrix, panel]) => {
+  const m = { };
+  window.__cf = m;
+  window.addEventListener('pointerup', () => { m.t0 = performance.now(); }, { capture: true, once: true });
+  const watch = (el, key) => new MutationObserver(() => {
+    if (m.t0 !== undefined && m[key] === undefined) m[key] = performance.now() - m.t0;
+  }).observe(el, { attributes: true, attributeFilter: ['data-rendered'] });
+  watch(matrix, 'matrix');
+  watch(panel, 'panel');
+}"""
+
+ROUND_TRIP = """() => new Promise((resolve) => {
+  const model = window.__echo;
+  const want = model.get('ping') + 1;
+  const t0 = performance.now();
+  const done = () => {
+    if (model.get('pong') === want) { model.off('change:pong', done); resolve(performance.now() - t0); }
+  };
+  model.on('change:pong', done);
+  model.set('ping', want);
+  model.save_changes();
+})"""
+
+
+def lasso(page, proj, radius):
+    box = proj.locator("canvas.av-proj-points").bounding_box()
+    cx, cy = box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
+    r = radius * min(box["width"], box["height"])
+    import math
+
+    page.mouse.move(cx + r, cy)
+    page.mouse.down()
+    for i in range(1, 25):
+        a = 2 * math.pi * i / 24
+        page.mouse.move(cx + r * math.cos(a), cy + r * math.sin(a))
+    page.mouse.up()
+
+
+def main():
+    import tempfile
+
+    from playwright.sync_api import sync_playwright
+
+    lab = Lab(tempfile.mkdtemp(prefix="bench-lab-")).start()
+    try:
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_FLAGS)
+            page = browser.new_context(viewport={"width": 1500, "height": 2300}).new_page()
+            page.set_default_timeout(120_000)
+            panel = open_cells(page, lab, "bench.ipynb", [SETUP, ECHO, CHECK])
+            cell = run_cell(panel, 0, timeout=300_000)
+            proj = cell.locator(".activis-projection[data-shown-method='pca']")
+            matrix = cell.locator(".activis-matrix[data-rendered]")
+            inst = cell.locator(".activis-ip[data-rendered]")
+            for view in (proj, matrix, inst):
+                view.wait_for(timeout=300_000)
+            run_cell(panel, 1).locator(".echo").wait_for(state="attached")
+            trips = [page.evaluate(ROUND_TRIP) for _ in range(15)]
+            proj.locator("button[data-mode='lasso']").click()
+            proj.locator("canvas.av-proj-points").scroll_into_view_if_needed()
+            updates, brushed = [], []
+            for radius in (0.10, 0.15, 0.20, 0.25, 0.30):
+                handles = [proj.locator("canvas.av-proj-points").element_handle(), matrix.element_handle(),
+                           inst.element_handle()]
+                page.evaluate(WATCH, handles)
+                lasso(page, proj, radius)
+                page.wait_for_function("() => window.__cf.matrix !== undefined && window.__cf.panel !== undefined")
+                t = page.evaluate("() => window.__cf")
+                updates.append(max(t["matrix"], t["panel"]))
+                brushed.append(read_result(run_cell(panel, 2))["brushed"])
+                page.wait_for_timeout(300)
+            browser.close()
+    finally:
+        lab.stop()
+    trip = statistics.median(trips)
+    update = statistics.median(updates)
+    print(json.dumps({"instances": N, "brushed": brushed, "update_ms": [round(u, 1) for u in updates],
+                      "round_trip_ms": round(trip, 1)}))
+    print(f"cross-filter update on {N:,} instances (lasso -> matrix row and instance panel drawn): "
+          f"median {update:.1f} ms (target <= 100 ms)")
+    print(f"bare kernel round trip in the same page: median {trip:.1f} ms; update / round trip = {update / trip:.2f}x")
+
+
+if __name__ == "__main__":
+    main()
