@@ -211,6 +211,23 @@ def _outer_hist1d(u: torch.Tensor, v: torch.Tensor, bins: Bins) -> torch.Tensor:
     return torch.from_numpy(np.diff(cum))
 
 
+def _negative_products(u: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """(out, in) counts of samples i with u[i, a] * v[i, b] < 0, by matrix products of signs."""
+    if not bool((v < 0).any()):  # post-ReLU inputs: negative exactly where u < 0 and v > 0
+        return (u < 0).to(u.dtype).T @ (v > 0).to(v.dtype)
+    # negatives = (nonzero pairs - sum of sign products) / 2; the nonzero pairs need no matrix
+    # product when either factor has no zeros
+    signs = torch.sign(u).T @ torch.sign(v)
+    nu, nv = (u != 0).to(u.dtype), (v != 0).to(v.dtype)
+    if bool(nv.all()):
+        nonzero = nu.sum(0)[:, None].expand_as(signs)
+    elif bool(nu.all()):
+        nonzero = nv.sum(0)[None, :].expand_as(signs)
+    else:
+        nonzero = nu.T @ nv
+    return (nonzero - signs) / 2
+
+
 def _bin_index(values: np.ndarray, bins: Bins) -> np.ndarray:
     """`Bins.index` in numpy, computed in float64 (few temporaries: these arrays can be large)."""
     x = values.astype(np.float64)
@@ -265,20 +282,17 @@ def _outer_hist2d(u: torch.Tensor, v: torch.Tensor, param: torch.Tensor, gbins: 
     """2D histogram of (u[i, a] * v[i, b], param[a, b]) over all i, a, b without forming the products.
 
     Products smaller in magnitude than the distance from 0 to the nearest bin edge land in one of
-    the two bins beside 0 by their sign alone; per element those signs are counted by one or two
-    matrix products of sign indicators. Only the few larger products are enumerated and binned.
+    the two bins beside 0 by their sign alone; per element those signs are counted by one matrix
+    product of sign indicators (two when both factors have zeros and negatives). Only the few
+    larger products are enumerated and binned.
     """
     if not gbins.lo < 0 < gbins.hi:
         return Dense(u[:, :, None] * v[:, None, :]).hist2d(param, gbins, pbins)
     neg_bin, pos_bin, radius = gbins.zero_bins()
-    up, un = (u > 0).to(u.dtype), (u < 0).to(u.dtype)
-    vp, vn = (v > 0).to(v.dtype), (v < 0).to(v.dtype)
-    negatives = un.T @ vp
-    if bool(vn.any()):
-        negatives += up.T @ vn
+    negatives = _negative_products(u, v)
     x, y = _numpy(u), _numpy(v)
     m, n = x.shape[1], y.shape[1]
-    pidx = pbins.index(param).cpu().numpy()  # (out, in)
+    pidx = _bin_index(_numpy(param), pbins)  # (out, in)
     per_bin = np.bincount(pidx.ravel(), minlength=pbins.bins) * float(x.shape[0])
     central_neg = np.bincount(pidx.ravel(), weights=_numpy(negatives).ravel(), minlength=pbins.bins)
     central_pos = per_bin - central_neg
@@ -290,9 +304,13 @@ def _outer_hist2d(u: torch.Tensor, v: torch.Tensor, param: torch.Tensor, gbins: 
         order = np.argsort(np.abs(y[samples]), axis=1)
         ay = np.take_along_axis(np.abs(y[samples]), order, axis=1)
         with np.errstate(divide="ignore"):
-            limits = radius / ax[samples]
-        counts = n - np.stack([np.searchsorted(ay[s], limits[s], side="left") for s in range(samples.size)])
-        flat_counts = counts.ravel()
+            limits = np.minimum(radius / ax[samples], 2 * ay[:, -1:] + 1)  # never past the sample's own interval
+        shift = 4 * (float(ay[:, -1].max()) + 1) * np.arange(samples.size)[:, None]
+        flat_limits = (limits + shift).ravel()
+        order_q = np.argsort(flat_limits)  # sorted keys: numpy's search is several times faster
+        found = np.empty(flat_limits.size, dtype=np.int64)
+        found[order_q] = np.searchsorted((ay + shift).ravel(), flat_limits[order_q], side="left")
+        flat_counts = n - (found - np.repeat(np.arange(samples.size) * n, m))
         xf = x[samples].ravel()
         for row, rank in _ragged(flat_counts):
             s = row // m
