@@ -255,14 +255,16 @@ function render({ model, el }) {
   }
 
   function legend(root, lines, width) {
-    let lx = width - MARGIN.right - 4;
-    for (const line of [...lines].reverse()) {
-      const label = svg("text", { x: lx, y: MARGIN.top + 9, "text-anchor": "end", fill: line.color });
+    // left to right along the top, each name measured once drawn
+    let lx = MARGIN.left + 6;
+    for (const line of lines) {
+      const label = svg("text", { x: lx, y: MARGIN.top + 9, "text-anchor": "start" });
       label.style.fill = line.color;
       label.textContent = line.name;
       root.appendChild(label);
       const measured = label.getComputedTextLength ? label.getComputedTextLength() : 0;
-      lx -= (measured || line.name.length * 6) + 10;
+      lx += Math.max(measured, line.name.length * 6) + 10;
+      if (lx > width) break;
     }
   }
 
