@@ -31,7 +31,11 @@ def prepare_demo(workdir: pathlib.Path) -> pathlib.Path:
 def demo(args) -> int:
     workdir = pathlib.Path(args.dir).resolve()
     quickstart = prepare_demo(workdir)
-    print(f"activis demo: notebooks in {workdir}", flush=True)
+    print(f"activis demo: notebooks in {workdir}; training the digits CNN and capturing its layers…", flush=True)
+    from .demo import digits_store
+
+    _, store = digits_store(workdir / "digits.activis")  # the quickstart opens this store at once
+    print(f"activis demo: {store!r}", flush=True)
     cmd = [sys.executable, "-m", "jupyterlab", quickstart.name, f"--ServerApp.root_dir={workdir}",
            f"--port={args.port}", "--ServerApp.port_retries=50"]
     if args.no_browser:

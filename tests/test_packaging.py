@@ -62,6 +62,7 @@ def test_demo_command_serves_the_quickstart(tmp_path):
             url = match.group(1) if match else None
         assert url, "".join(lines)
         assert (tmp_path / "demo" / "quickstart.ipynb").exists()
+        assert (tmp_path / "demo" / "digits.activis" / "manifest.json").exists()  # trained and captured first
         base, token = url.split("/lab")[0], url.split("token=")[1]
         for _ in range(50):  # the URL is printed a moment before the socket accepts
             try:
