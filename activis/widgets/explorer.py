@@ -11,7 +11,6 @@ matrix row for a set of instances, a neuron's values) is computed here, in the k
 from __future__ import annotations
 
 import ipywidgets as widgets
-import numpy as np
 
 from ..analysis import AnalysisError, explain_instance
 from ..subsets import Subsets
@@ -73,12 +72,8 @@ class Explorer(widgets.VBox):
         self.why = widgets.Output(layout=widgets.Layout(max_height="260px", overflow="auto"))
         self.status = widgets.Label("")
         self.last_explanation = None
-        views = [self.matrix, self.projection, self.instances, self.subset_panel]
-        if self.graph_view is not None:
-            views.append(self.graph_view)
-        for view in views:
-            if "shared_selection" in view.trait_names():
-                view.shared_selection = self.selection
+        for view in (self.matrix, self.projection, self.instances):
+            view.shared_selection = self.selection  # hovers and the active subset travel in the browser
         self._wire()
         row = widgets.Layout(width="100%")
         children = [self.status]
@@ -103,11 +98,10 @@ class Explorer(widgets.VBox):
         # neuron: matrix column -> projection colour and instance panel order
         self.matrix.observe(lambda c: setattr(sel, "neuron", c["new"]), "selected_neuron")
         sel.observe(self._on_neuron, "neuron")
-        # hover: a matrix row lights up its instances; an instance gives a temporary matrix row
-        self.matrix.observe(self._on_matrix_hover, "hovered_indices")
+        # hover: the views light up each other's hovered instances in the browser; an instance hovered
+        # in the projection or the instance panel gives a temporary matrix row (that needs the kernel)
         self.projection.observe(lambda c: setattr(sel, "hover_instance", c["new"]), "hovered_index")
         self.instances.observe(lambda c: setattr(sel, "hover_instance", c["new"]), "hovered_index")
-        sel.observe(self._on_hover, ["hover", "hover_source"])
         sel.observe(self._on_hover_instance, "hover_instance")
         # pins: a click on a point or a square pins the instance as a matrix row
         self.projection.observe(self._on_projection_select, "selected_indices")
@@ -119,7 +113,6 @@ class Explorer(widgets.VBox):
         # subsets: picking one highlights it everywhere
         self.subset_panel.observe(self._on_subset_pick, "active")
         self.matrix.observe(self._on_matrix_row_pick, "selected_row")
-        sel.observe(self._on_subset, "subset_indices")
 
     def _set_layer(self, layer: str) -> None:
         if layer and layer != self.selection.layer:
@@ -152,17 +145,6 @@ class Explorer(widgets.VBox):
         else:
             self.projection.color_by = "label"
             self.instances.sort_by(None)
-
-    def _on_matrix_hover(self, change) -> None:
-        indices = change["new"]
-        self.selection.set_hover(indices if indices is not None and len(indices) else None, "matrix")
-
-    def _on_hover(self, _change) -> None:
-        """Views that follow the shared selection in the browser need nothing from here."""
-        sel = self.selection
-        indices = None if sel.hover is None else np.asarray(sel.hover)
-        if sel.hover_source != "projection" and not _follows_in_browser(self.projection):
-            self.projection.highlight(indices if indices is not None else self._subset_highlight())
 
     def _on_hover_instance(self, change) -> None:
         index = change["new"]
@@ -229,14 +211,6 @@ class Explorer(widgets.VBox):
         elif key.startswith("instance:"):
             self.explain(int(key.split(":", 1)[1]))
 
-    def _subset_highlight(self):
-        indices = self.selection.subset_indices
-        return None if indices is None else np.asarray(indices)
-
-    def _on_subset(self, _change) -> None:
-        if self.selection.hover is None and not _follows_in_browser(self.projection):
-            self.projection.highlight(self._subset_highlight())
-
     # ------------------------------------------------------------------ analysis
     def explain(self, index: int):
         """Why instance ``index`` was classified as it was, at the current layer (a DataFrame).
@@ -265,10 +239,6 @@ class Explorer(widgets.VBox):
             print(result.message)
             print(result.top(10).to_string())
         return result.neurons
-
-
-def _follows_in_browser(view) -> bool:
-    return "shared_selection" in view.trait_names()
 
 
 def _boxed(view, width: str):

@@ -315,7 +315,16 @@ class ProjectionView(View):
         self._on_job(job)
 
     def _on_job(self, job: ProjectionJob) -> None:
-        """Mirror the job in the view; runs in the job's thread, so only the current job counts."""
+        """Mirror the job in the view. Called in the job's thread: in a kernel the update is handed to
+        the kernel's own event loop, because comm messages sent from another thread can interleave
+        with a running cell's messages (a notebook run by nbclient then waited forever)."""
+        loop = _kernel_loop()
+        if loop is not None and threading.current_thread() is not threading.main_thread():
+            loop.add_callback(self._mirror_job, job)
+        else:
+            self._mirror_job(job)
+
+    def _mirror_job(self, job: ProjectionJob) -> None:
         with self._lock:
             if job is not self._job:
                 return
@@ -374,3 +383,14 @@ def _short(value, limit: int = 80) -> str:
     else:
         text = str(value)
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _kernel_loop():
+    """The IPython kernel's event loop, when running inside one."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return None
+    shell = get_ipython()
+    kernel = getattr(shell, "kernel", None)
+    return getattr(kernel, "io_loop", None)
