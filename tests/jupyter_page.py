@@ -61,10 +61,19 @@ def run_cell(panel, index, timeout=120_000):
 
 
 def read_result(cell, timeout=60_000):
-    """Parse the JSON a check cell printed after ``RESULT``."""
+    """Parse the JSON a check cell printed after ``RESULT``.
+
+    The output area can be re-rendered between finding the output and reading it (seen under
+    load): read again until the text holds a result.
+    """
     out = cell.locator(".jp-OutputArea-output").filter(has_text="RESULT")
-    out.wait_for(timeout=timeout)
-    return json.loads(out.inner_text().split("RESULT", 1)[1])
+    deadline = time.time() + timeout / 1000
+    while True:
+        out.wait_for(timeout=timeout)
+        text = out.inner_text()
+        if "RESULT" in text or time.time() > deadline:
+            return json.loads(text.split("RESULT", 1)[1])
+        time.sleep(0.1)
 
 
 def python_result(panel, index, condition=lambda r: True, tries=15, pause=0.4):
