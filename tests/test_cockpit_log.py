@@ -43,7 +43,8 @@ def test_folder_reads_back_what_was_tracked(tmp_path):
     np.testing.assert_allclose(theirs[numeric].to_numpy(float), mine[numeric].to_numpy(float), equal_nan=True)
     assert (theirs["hess_diag_method"] == "ggn").all()
     # per-parameter columns, their network-wide norm, and per-layer frames
-    assert np.allclose(theirs["GradNorm"], np.sqrt((theirs[[f"GradNorm/{n}" for n in log.param_names]] ** 2).sum(axis=1)))
+    per_param = theirs[[f"GradNorm/{n}" for n in log.param_names]]
+    assert np.allclose(theirs["GradNorm"], np.sqrt((per_param ** 2).sum(axis=1)))
     assert np.allclose(theirs["HessTrace"], theirs[[f"HessTrace/{n}" for n in log.param_names]].sum(axis=1))
     layers = log.layer_frame("GradNorm")
     assert list(layers.columns) == ["0", "2"]
