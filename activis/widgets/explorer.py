@@ -129,12 +129,17 @@ class Explorer(widgets.VBox):
         layer = change["new"]
         self.matrix.layer = layer
         self.projection.layer = layer
-        if self.graph_view is not None:
-            node = self.store.manifest["layers"][layer].get("node") or layer
-            if store_layer_for(self.store, self.graph, self.graph_view.selected_layer or layer) != layer:
-                self.graph_view.selected_layer = node
+        if self.graph_view is not None and self._graph_layer() != layer:
+            self.graph_view.selected_layer = self.store.manifest["layers"][layer].get("node") or layer
         self.selection.neuron = -1
         self._refresh_brush_row()
+
+    def _graph_layer(self) -> str | None:
+        """The captured layer the graph's selection stands for (None: nothing captured there)."""
+        try:
+            return store_layer_for(self.store, self.graph, self.graph_view.selected_layer)
+        except LayerNotCaptured:
+            return None
 
     def _on_neuron(self, change) -> None:
         neuron = change["new"]
