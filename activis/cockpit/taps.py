@@ -24,7 +24,7 @@ class Unavailable(RuntimeError):
     """A quantity cannot be computed for this model or step; the message says why."""
 
 
-_TAPPED = (nn.Linear, nn.Conv1d, nn.Conv2d)
+_TAPPED = (nn.Linear, nn.Conv1d, nn.Conv2d, nn.Conv3d)
 
 
 @dataclass
@@ -44,29 +44,41 @@ class Layer:
     calls: list[Call] = field(default_factory=list)
 
 
-def _conv_geometry(module: nn.Module):
-    """unfold() arguments of a Conv1d/Conv2d as 2D tuples, or None when unfold cannot express it."""
-    if module.padding_mode != "zeros":
-        return None
-    k, s, d = module.kernel_size, module.stride, module.dilation
+def _conv_input(module: nn.Module, a: torch.Tensor) -> tuple[torch.Tensor, tuple[int, ...]]:
+    """The call's input and the zero padding that make the layer a plain convolution, as the
+    module's own forward does: other padding modes and uneven 'same' padding pad the input first."""
+    dims = len(module.kernel_size)
     if module.padding == "valid":
-        p = (0,) * len(k)
-    elif module.padding == "same":
-        total = [di * (ki - 1) for di, ki in zip(d, k)]
-        if any(t % 2 for t in total):
-            return None
-        p = tuple(t // 2 for t in total)
-    else:
-        p = module.padding
-    if isinstance(module, nn.Conv1d):
-        return (1, k[0]), (1, s[0]), (0, p[0]), (1, d[0])
-    return tuple(k), tuple(s), tuple(p), tuple(d)
+        return a, (0,) * dims
+    uneven = module.padding == "same" and any(d * (k - 1) % 2 for d, k in zip(module.dilation, module.kernel_size))
+    if module.padding_mode != "zeros" or uneven:
+        mode = "constant" if module.padding_mode == "zeros" else module.padding_mode
+        return F.pad(a, module._reversed_padding_repeated_twice, mode=mode), (0,) * dims
+    if module.padding == "same":
+        return a, tuple(d * (k - 1) // 2 for d, k in zip(module.dilation, module.kernel_size))
+    return a, tuple(module.padding)
 
 
 def _tappable(module: nn.Module) -> bool:
-    if not isinstance(module, _TAPPED) or not any(p.requires_grad for p in module.parameters(False)):
-        return False
-    return isinstance(module, nn.Linear) or _conv_geometry(module) is not None
+    return isinstance(module, _TAPPED) and any(p.requires_grad for p in module.parameters(False))
+
+
+def _conv_weight_grads(module: nn.Module, a: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
+    """Per-sample weight gradients (B, *weight.shape) of one convolution call from its output gradient.
+
+    The batch is folded into the convolution's groups: one weight-gradient kernel call over a
+    (1, B * in, ...) input with B * groups groups computes every sample's gradient at once, without
+    the unfolded input that im2col would write (kernel-size times the input; 7x slower for a 5x5
+    kernel on CPU, see benchmarks/bench_persample.py).
+    """
+    a, padding = _conv_input(module, a)
+    B = a.shape[0]
+    weight = module.weight
+    folded = weight.new_empty(()).expand(B * weight.shape[0], *weight.shape[1:])
+    _, grads, _ = torch.ops.aten.convolution_backward(
+        g.reshape(1, -1, *g.shape[2:]), a.reshape(1, -1, *a.shape[2:]), folded, None, module.stride,
+        padding, module.dilation, False, (0,) * len(padding), B * module.groups, (False, True, False))
+    return grads.reshape(B, *weight.shape)
 
 
 def layer_grads(module: nn.Module, a: torch.Tensor, g: torch.Tensor) -> dict[str, torch.Tensor]:
@@ -84,16 +96,11 @@ def layer_grads(module: nn.Module, a: torch.Tensor, g: torch.Tensor) -> dict[str
         out["weight"] = torch.einsum("...bto,bti->...boi", g3, a3)
         bias = g3.sum(-2)
     else:
-        kernel, stride, padding, dilation = _conv_geometry(module)
-        if isinstance(module, nn.Conv1d):
-            a, g = a.unsqueeze(2), g.unsqueeze(-2)
-        cols = F.unfold(a, kernel, dilation=dilation, padding=padding, stride=stride)  # (B, K, P)
-        groups = module.groups
-        cols = cols.reshape(B, groups, -1, cols.shape[-1])
-        gg = g.reshape(*lead, B, groups, -1, cols.shape[-1])
-        w = torch.einsum("...bgop,bgkp->...bgok", gg, cols)
-        out["weight"] = w.reshape(*lead, B, *module.weight.shape)
-        bias = gg.sum(-1).reshape(*lead, B, -1)
+        # one kernel call per leading index: folding the columns into the output channels as well
+        # makes the grouped kernel twice as slow (measured), and the input is shared as it is
+        weights = [_conv_weight_grads(module, a, column) for column in g.reshape(-1, *g.shape[len(lead):])]
+        out["weight"] = (torch.stack(weights) if lead else weights[0]).reshape(*lead, *weights[0].shape)
+        bias = g.flatten(len(lead) + 2).sum(-1)
     if module.bias is not None:
         out["bias"] = bias
     return out
@@ -193,29 +200,6 @@ class Taps:
                 cache[id(layer)] = {k: sum(part[k] for part in parts) * batch_size for k in parts[0]}
             result[index] = Dense(cache[id(layer)][kind])
         return result
-
-
-def ggn_layer_diagonal(module: nn.Module, a: torch.Tensor, deltas: torch.Tensor,
-                       signs: torch.Tensor) -> dict[str, torch.Tensor]:
-    """sum over output columns c and samples i of sign_ic * (per-sample gradient for column c)**2.
-
-    ``deltas`` (C, B, *out) are the loss Hessian's square-root columns backpropagated to this
-    layer's output; ``signs`` (C, B) the signs of the loss Hessian's eigenvalues.
-    """
-    if isinstance(module, nn.Linear) and a.dim() == 2:
-        weighted = (deltas.square() * signs[:, :, None]).sum(0)  # (B, out)
-        out = {"weight": weighted.T @ a.square()}
-        if module.bias is not None:
-            out["bias"] = weighted.sum(0)
-        return out
-    out = {}
-    for c in range(deltas.shape[0]):  # one column at a time bounds the memory to one batch of gradients
-        grads = layer_grads(module, a, deltas[c])
-        for kind, g in grads.items():
-            w = signs[c].reshape(-1, *([1] * (g.dim() - 1)))
-            term = (g.square() * w).sum(0)
-            out[kind] = term if kind not in out else out[kind] + term
-    return out
 
 
 def fallback_grads(model: nn.Module, names: list[str], args: tuple, output_grad: torch.Tensor,

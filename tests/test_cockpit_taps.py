@@ -1,0 +1,123 @@
+"""Per-sample gradients of Linear and convolution layers from the taps against single-sample backwards.
+
+`layer_grads` folds the batch into a grouped convolution; every geometry a convolution module can
+have (stride, padding numbers, 'same' even and uneven, 'valid', non-zero padding modes, dilation,
+groups, no bias, 1D/2D/3D) and the Gauss-Newton diagonal's leading column dimension must give
+exactly the gradients of a loop of single-sample backward passes in float64.
+"""
+
+import pytest
+import torch
+from torch import nn
+
+from activis.cockpit.taps import Taps, layer_grads
+
+B = 5
+
+CONVS = {
+    "conv2d": lambda: nn.Conv2d(3, 4, 3, padding=1),
+    "strided": lambda: nn.Conv2d(3, 4, (3, 2), stride=(2, 3), padding=(1, 0)),
+    "dilated": lambda: nn.Conv2d(3, 4, 3, dilation=2, padding=2),
+    "same_even": lambda: nn.Conv2d(3, 4, 5, padding="same"),
+    "same_uneven": lambda: nn.Conv2d(3, 4, (4, 3), padding="same", dilation=(1, 2)),
+    "valid": lambda: nn.Conv2d(3, 4, 3, padding="valid"),
+    "groups": lambda: nn.Conv2d(4, 6, 3, groups=2, padding=1),
+    "depthwise": lambda: nn.Conv2d(4, 8, 3, groups=4, stride=2),
+    "no_bias": lambda: nn.Conv2d(3, 4, 3, bias=False),
+    "reflect": lambda: nn.Conv2d(3, 4, 3, padding=1, padding_mode="reflect"),
+    "circular_same": lambda: nn.Conv2d(3, 4, 4, padding="same", padding_mode="circular"),
+    "conv1d": lambda: nn.Conv1d(4, 4, 3, stride=2, groups=2, padding="valid"),
+    "conv1d_same": lambda: nn.Conv1d(3, 2, 4, padding="same", padding_mode="replicate"),
+    "conv3d": lambda: nn.Conv3d(2, 3, (2, 3, 3), stride=(1, 2, 1), padding=1),
+}
+
+
+def conv_input(module, generator):
+    size = {1: (11,), 2: (9, 8), 3: (4, 7, 6)}[len(module.kernel_size)]
+    return torch.randn(B, module.in_channels, *size, generator=generator, dtype=torch.float64)
+
+
+def reference(module, x, output_grad):
+    """Per-sample gradients of sum(output_grad_i * module(x_i)), one backward per sample."""
+    rows = {"weight": [], "bias": []}
+    for i in range(len(x)):
+        module.zero_grad()
+        (module(x[i:i + 1]) * output_grad[i:i + 1]).sum().backward()
+        for kind in rows:
+            if getattr(module, kind, None) is not None:
+                rows[kind].append(getattr(module, kind).grad.clone())
+    return {k: torch.stack(v) for k, v in rows.items() if v}
+
+
+@pytest.mark.parametrize("name", list(CONVS))
+def test_conv_per_sample_gradients_equal_single_sample_backwards(name):
+    torch.manual_seed(0)
+    module = CONVS[name]().double()
+    g = torch.Generator().manual_seed(1)
+    x = conv_input(module, g)
+    out = module(x)
+    output_grad = torch.randn(out.shape, generator=g, dtype=torch.float64)
+    got = layer_grads(module, x, output_grad)
+    want = reference(module, x, output_grad)
+    assert got.keys() == want.keys()
+    for kind in want:
+        torch.testing.assert_close(got[kind], want[kind], rtol=1e-12, atol=1e-12, msg=f"{name} {kind}")
+
+
+@pytest.mark.parametrize("name", ["strided", "groups", "same_uneven", "conv1d"])
+def test_leading_columns_are_independent_output_gradients(name):
+    # the Gauss-Newton diagonal passes (columns, B, *out): each column is its own per-sample gradient
+    torch.manual_seed(0)
+    module = CONVS[name]().double()
+    g = torch.Generator().manual_seed(2)
+    x = conv_input(module, g)
+    columns = torch.randn(2, 3, *module(x).shape, generator=g, dtype=torch.float64)
+    got = layer_grads(module, x, columns)
+    for c in range(2):
+        for d in range(3):
+            want = reference(module, x, columns[c, d])
+            for kind in want:
+                torch.testing.assert_close(got[kind][c, d], want[kind], rtol=1e-12, atol=1e-12)
+
+
+def test_float32_per_sample_gradients_are_exact_to_round_off():
+    torch.manual_seed(0)
+    module = nn.Conv2d(16, 32, 5, padding=2)
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(8, 16, 14, 14, generator=g)
+    output_grad = torch.randn(8, 32, 14, 14, generator=g)
+    got = layer_grads(module, x, output_grad)["weight"]
+    want = reference(module.double(), x.double(), output_grad.double())["weight"]
+    torch.testing.assert_close(got.double(), want, rtol=1e-5, atol=1e-5 * float(want.abs().max()))
+
+
+class TwoCalls(nn.Module):
+    """One convolution applied twice, a Linear layer over positions: per-sample gradients sum calls."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(2, 2, 3, padding=1)
+        self.seq = nn.Linear(25, 3)
+
+    def forward(self, x):
+        return self.seq(self.conv(torch.relu(self.conv(x))).flatten(2)).mean(1)
+
+
+def test_taps_per_sample_gradients_of_a_model_equal_single_sample_backwards():
+    torch.manual_seed(0)
+    model = TwoCalls().double()
+    taps = Taps(model)
+    x = torch.randn(B, 2, 5, 5, dtype=torch.float64, generator=torch.Generator().manual_seed(4))
+    y = torch.randint(0, 3, (B,), generator=torch.Generator().manual_seed(5))
+    taps.armed = True
+    losses = nn.functional.cross_entropy(model(x), y, reduction="none")
+    losses.mean().backward()
+    params = list(model.parameters())
+    got = taps.per_sample(params, B)
+    assert len(taps.layers[0].calls) == 2
+    for i in range(B):
+        model.zero_grad()
+        nn.functional.cross_entropy(model(x[i:i + 1]), y[i:i + 1]).backward()
+        for p, ps in zip(params, got):
+            torch.testing.assert_close(ps.grads[i], p.grad, rtol=1e-12, atol=1e-12)
+    taps.remove()
