@@ -121,3 +121,43 @@ def test_taps_per_sample_gradients_of_a_model_equal_single_sample_backwards():
         for p, ps in zip(params, got):
             torch.testing.assert_close(ps.grads[i], p.grad, rtol=1e-12, atol=1e-12)
     taps.remove()
+
+
+# ------------------------------------------------------------------ the loss Hessian's roots
+def _losses(kind, out, y, dtype):
+    weights = torch.linspace(0.5, 2.0, out.shape[1], dtype=dtype)
+    return {
+        "ce": lambda: nn.functional.cross_entropy(out, y, reduction="none"),
+        "smoothed": lambda: nn.functional.cross_entropy(out, y, reduction="none", label_smoothing=0.2),
+        "weighted": lambda: nn.functional.cross_entropy(out, y, reduction="none", weight=weights),
+        "ignored": lambda: nn.functional.cross_entropy(out, torch.where(y == 1, -100, y), reduction="none"),
+        "tempered": lambda: nn.functional.cross_entropy(out / 2, y, reduction="none"),
+        "mse": lambda: (out - 1).square().sum(1),
+        "cubic": lambda: (out ** 3).sum(1) / 10,  # indefinite: negative eigenvalues
+    }[kind]()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("scale", [1.0, 40.0])  # 40: confident samples, probabilities below 1e-30
+@pytest.mark.parametrize("kind", ["ce", "smoothed", "weighted", "ignored", "tempered", "mse", "cubic"])
+def test_loss_hessian_roots_rebuild_every_sample_hessian(kind, scale, dtype):
+    from activis.cockpit.hessian import _loss_hessian_roots, _softmax_roots
+
+    g = torch.Generator().manual_seed(6)
+    out = (torch.randn(16, 6, generator=g, dtype=dtype) * scale).requires_grad_()
+    y = torch.randint(0, 6, (16,), generator=g)
+    losses = _losses(kind, out, y, dtype)
+    roots, signs = _loss_hessian_roots(losses, out)
+    got = torch.einsum("kbc,kb,kbd->bcd", roots.double(), signs.double(), roots.double())
+    want = torch.stack([torch.func.hessian(lambda o, i=i: _losses(kind, o, y, torch.float64)[i])(
+        out.detach().double())[i, :, i, :] for i in range(16)])
+    # round-off is relative to the probabilities (<= 1) and weights, not to the small entries of a
+    # confident sample's Hessian (p_j - p_j² cancels in the reference too)
+    tol = 1e-12 if dtype == torch.float64 else 1e-5
+    torch.testing.assert_close(got, want, rtol=0, atol=tol * max(1.0, float(want.abs().max())))
+    (first,) = torch.autograd.grad(_losses(kind, out, y, dtype).sum(), out, create_graph=True)
+    closed_form = _softmax_roots(first, out) is not None
+    # the closed form is taken exactly for softmax cross-entropy, whatever its targets and weights
+    assert closed_form == (kind in ("ce", "smoothed", "weighted", "ignored")), kind
+    if closed_form:
+        assert roots.shape[0] == 5  # C - 1 columns, as many as the eigendecomposition keeps

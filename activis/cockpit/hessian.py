@@ -138,7 +138,27 @@ def _loss_hessian_roots(losses: torch.Tensor, output: torch.Tensor, mc_samples: 
         (first,) = torch.autograd.grad(losses.sum(), output, create_graph=True)
     except RuntimeError as e:
         raise Unavailable(f"individual_losses are not differentiable w.r.t. the model output ({e})") from e
-    C = first[0].numel()
+    found = _softmax_roots(first, output) if first.grad_fn is not None else None
+    roots, signs = found if found is not None else _eigen_roots(first, output)
+    if mc_samples:
+        mixed, mixed_signs = [], []
+        for sign in (1.0, -1.0):
+            if not bool((signs == sign).any()):
+                continue
+            flips = torch.randint(0, 2, (mc_samples, *signs.shape), generator=generator) * 2 - 1
+            weights = flips.to(roots) * (signs == sign) / mc_samples ** 0.5  # (S, B, K)
+            mixed.append(torch.einsum("sbk,bck->bcs", weights, roots))
+            mixed_signs.append(torch.full((B, mc_samples), sign, dtype=roots.dtype, device=roots.device))
+        roots, signs = torch.cat(mixed, 2), torch.cat(mixed_signs, 1)
+    return roots.permute(2, 0, 1).reshape(-1, *output.shape), signs.T
+
+
+def _eigen_roots(first: torch.Tensor, output: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Any loss: every sample's Hessian from C batched Hessian-vector products, then eigh.
+
+    Returns (roots (B, C, K), signs (B, K)); eigenvalues that are zero for every sample are dropped.
+    """
+    B, C = output.shape[0], first[0].numel()
     basis = torch.eye(C, dtype=output.dtype, device=output.device)
     seeds = basis[:, None, :].expand(C, B, C).reshape(C, *output.shape)
     if first.grad_fn is None:  # a loss linear in the output has zero curvature
@@ -152,19 +172,47 @@ def _loss_hessian_roots(losses: torch.Tensor, output: torch.Tensor, mc_samples: 
     # round-off is not curvature: cross-entropy's zero eigenvalue comes out as +-1e-9
     values = torch.where(values.abs() <= 1e-6 * values.abs().amax(1, keepdim=True), 0.0, values)
     keep = values.abs().amax(0) > 0
-    roots = (vectors * values.abs().sqrt()[:, None, :])[:, :, keep]  # (B, C, K)
-    signs = values.sign()[:, keep]  # (B, K)
-    if mc_samples:
-        mixed, mixed_signs = [], []
-        for sign in (1.0, -1.0):
-            if not bool((signs == sign).any()):
-                continue
-            flips = torch.randint(0, 2, (mc_samples, *signs.shape), generator=generator) * 2 - 1
-            weights = flips.to(roots) * (signs == sign) / mc_samples ** 0.5  # (S, B, K)
-            mixed.append(torch.einsum("sbk,bck->bcs", weights, roots))
-            mixed_signs.append(torch.full((B, mc_samples), sign, dtype=roots.dtype, device=roots.device))
-        roots, signs = torch.cat(mixed, 2), torch.cat(mixed_signs, 1)
-    return roots.permute(2, 0, 1).reshape(-1, *output.shape), signs.T
+    return (vectors * values.abs().sqrt()[:, None, :])[:, :, keep], values.sign()[:, keep]
+
+
+def _softmax_roots(first: torch.Tensor, output: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """Closed-form roots when every sample's loss Hessian is w_i (diag(p_i) - p_i p_iᵀ), p_i = softmax
+    of its output: softmax cross-entropy with any targets, label smoothing or class weights (w_i).
+
+    Verified, not assumed: one Hessian-vector product along a random direction must equal that
+    form, with w_i fitted per sample, to round-off (a Hessian of another form passes this test only
+    for directions in a set of measure zero); otherwise None, and the general route is taken.
+    The square root needs no eigendecomposition: with q = sqrt(p) (a unit vector), diag(p) - ppᵀ
+    = D (I - qqᵀ) D for D = diag(q), and the Householder reflection that maps q to -e_C has
+    C - 1 orthonormal columns spanning q's complement, so D times them is a root with C - 1
+    columns, as many as the eigendecomposition keeps.
+    """
+    if output.dim() != 2 or output.shape[1] < 2:
+        return None
+    x = output.detach()
+    probe = torch.randn(x.shape, generator=torch.Generator().manual_seed(0), dtype=x.dtype).to(x.device)
+    (hv,) = torch.autograd.grad(first, output, probe, retain_graph=True, allow_unused=True,
+                                materialize_grads=True)
+    p = torch.softmax(x, 1)
+    # the fit in float64: a confident sample's products are far below float32's smallest square
+    p64, probe64, hv64 = p.double(), probe.double(), hv.double()
+    mean = (p64 * probe64).sum(1, keepdim=True)
+    mv = p64 * (probe64 - mean)
+    norm = mv.square().sum(1)
+    w = torch.where(norm > 0, (hv64 * mv).sum(1) / norm.clamp_min(torch.finfo(torch.float64).tiny), 0.0)
+    # the round-off of p_j (v_j - mean) is relative to p_j (|v_j| + |mean|), not to the result, which
+    # cancels for a confident sample: the tolerance is measured on that scale
+    scale = w.abs() * (p64 * (probe64.abs() + mean.abs())).amax(1)
+    if not bool(((hv64 - w[:, None] * mv).abs().amax(1) <= 1e3 * torch.finfo(x.dtype).eps * scale).all()):
+        return None
+    w = w.to(x.dtype)
+    q = p.sqrt()
+    v = q.clone()
+    v[:, -1] += 1.0  # v = q + e_C: the reflection I - 2vvᵀ/vᵀv maps q to -e_C
+    reflection = -2 * v[:, :, None] * v[:, None, :-1] / (v.square().sum(1))[:, None, None]
+    reflection[:, :-1].diagonal(dim1=1, dim2=2).add_(1.0)  # (B, C, C - 1)
+    roots = w.abs().sqrt()[:, None, None] * q[:, :, None] * reflection
+    return roots, w.sign()[:, None].expand(-1, roots.shape[2])
 
 
 def ggn_diagonal(taps: Taps, params: list[torch.Tensor], names: list[str], losses: torch.Tensor,
@@ -230,13 +278,16 @@ def _layer_ggn(module: nn.Module, calls, signs: torch.Tensor) -> dict[str, torch
         return out
     out: dict[str, torch.Tensor] = {}
     B = signs.shape[1]
-    step = max(1, (1 << 24) // max(1, B * module.weight.numel()))  # columns per chunk: bounded memory
+    # columns per chunk: bounded memory; a convolution takes one kernel call per column anyway, and
+    # one column at a time is then a chunk that needs no stacking
+    step = max(1, (1 << 24) // max(1, B * module.weight.numel())) if isinstance(module, nn.Linear) else 1
     for c in range(0, signs.shape[0], step):
         parts = [layer_grads(module, call.input, deltas[c:c + step]) for call, deltas in calls]
         for kind in parts[0]:
-            g = sum(part[kind] for part in parts)  # (columns, B, *shape)
-            w = signs[c:c + step].reshape(*signs[c:c + step].shape, *([1] * (g.dim() - 2)))
-            out[kind] = out.get(kind, 0) + (g.square() * w).sum((0, 1))
+            g = parts[0][kind] if len(parts) == 1 else sum(part[kind] for part in parts)  # (columns, B, *shape)
+            # squared in place (layer_grads returns fresh tensors), summed with the signs in one product
+            term = signs[c:c + step].reshape(1, -1) @ g.square_().reshape(g.shape[0] * B, -1)
+            out[kind] = out.get(kind, 0) + term.reshape(g.shape[2:])
     return out
 
 

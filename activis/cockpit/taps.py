@@ -85,7 +85,8 @@ def layer_grads(module: nn.Module, a: torch.Tensor, g: torch.Tensor) -> dict[str
     """Per-sample gradients of one call, materialised: ``{"weight": (*lead, B, *shape), "bias": ...}``.
 
     ``a`` is the call's input (B, ...); ``g`` an output gradient with any leading dimensions before
-    the batch (the GGN diagonal passes one per output column).
+    the batch (the GGN diagonal passes one per output column). The tensors are fresh: the caller may
+    overwrite them.
     """
     lead = g.shape[: g.dim() - a.dim()]
     B = a.shape[0]
@@ -99,7 +100,7 @@ def layer_grads(module: nn.Module, a: torch.Tensor, g: torch.Tensor) -> dict[str
         # one kernel call per leading index: folding the columns into the output channels as well
         # makes the grouped kernel twice as slow (measured), and the input is shared as it is
         weights = [_conv_weight_grads(module, a, column) for column in g.reshape(-1, *g.shape[len(lead):])]
-        out["weight"] = (torch.stack(weights) if lead else weights[0]).reshape(*lead, *weights[0].shape)
+        out["weight"] = (weights[0] if len(weights) == 1 else torch.stack(weights)).reshape(*lead, *weights[0].shape)
         bias = g.flatten(len(lead) + 2).sum(-1)
     if module.bias is not None:
         out["bias"] = bias
