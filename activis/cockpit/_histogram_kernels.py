@@ -1,0 +1,396 @@
+"""Compiled counting loops of the per-sample gradient histograms (see `persample`).
+
+Every kernel bins a value ``p`` as the reference does, ``floor((float64(p) - lo) / width)`` clamped
+to the edge bins, and every product ``x * y`` is formed in the factors' own precision, as in the
+materialised tensor. That formula is monotone in ``p``, so per dtype the bins have exact thresholds
+``P[j]`` (the smallest value binned at or above ``j``): comparisons with them replace the division
+for the two bins beside 0 where nearly all values of a trained network land (the *band*
+``[P[c0], P[c0 + 2])`` split at ``T = P[c0 + 1]``).
+
+A row ``x * y_i`` of a Linear layer's per-sample gradient (a scalar times one sample's input) is
+classified from its extreme products alone (rounding is monotone too): all in one band bin, split
+by sign at ``T`` (then counted from the sample's sign counts), mostly so but with a few products
+outside the band (the sign count corrected by enumerating only the sample's inputs large enough to
+leave the band), or anything else (non-finite values, products too small to keep their sign's
+side of ``T``), which is binned product by product.
+
+`persample` imports this module (and numba) on the first histogram; the compiled code is cached
+on disk.
+"""
+
+from __future__ import annotations
+
+import functools
+import warnings
+
+import numba
+import numpy as np
+
+# row classes
+_LOWER, _UPPER, _SPLIT, _CORRECTED, _DIRECT = range(5)
+
+
+@functools.lru_cache(maxsize=64)
+def band(bins: int, lo: float, width: float, dtype: str) -> tuple[np.ndarray, int]:
+    """Thresholds ``P`` (P[0] = -inf, P[bins:] = +inf) of a binning for values of ``dtype``, and the
+    lower bin ``c0`` of the band: the two bins beside the threshold closest to 0."""
+    ftype = np.dtype(dtype)
+    itype = np.int32 if ftype.itemsize == 4 else np.int64
+    sign = np.int64(np.iinfo(itype).min)
+
+    def from_key(keys):  # order-preserving integer keys -> floats (-0.0 just below +0.0)
+        signed = (keys ^ np.uint64(1 << 63)).view(np.int64)
+        bits = np.where(signed >= 0, signed, ~signed | sign)
+        return bits.astype(itype).view(ftype)
+
+    def key(value):
+        bits = np.int64(np.array(value, dtype=ftype).view(itype))
+        return np.uint64((bits if bits >= 0 else ~(bits & ~sign)) + np.int64(0)) ^ np.uint64(1 << 63)
+
+    def index(values):
+        return np.clip(np.floor((values.astype(np.float64) - lo) / width), 0, bins - 1)
+
+    j = np.arange(1, bins)  # P[j] = the smallest value with index >= j, bisected on the keys
+    below = np.full(j.size, key(-np.inf), dtype=np.uint64)
+    above = np.full(j.size, key(np.inf), dtype=np.uint64)
+    while np.any(above - below > 1):
+        mid = below + (above - below) // np.uint64(2)
+        reached = index(from_key(mid)) >= j
+        above = np.where(reached, mid, above)
+        below = np.where(reached, below, mid)
+    thresholds = np.concatenate([[-np.inf], from_key(above), [np.inf, np.inf]]).astype(ftype)
+    zero = int(index(np.zeros(1))[0])
+    if bins == 1 or zero == 0:
+        c0 = 0
+    elif zero == bins - 1 or -float(thresholds[zero]) <= float(thresholds[zero + 1]):
+        c0 = zero - 1
+    else:
+        c0 = zero
+    return thresholds, c0
+
+
+def _jit(func, **options):
+    """Compiled once per machine and cached on disk; no fastmath: the bins are those of IEEE arithmetic."""
+    try:
+        return numba.njit(cache=True, nogil=True, **options)(func)
+    except RuntimeError as exc:  # no writable cache location: compile in each process instead
+        if not _uncached:
+            _uncached.append(exc)
+            warnings.warn(f"numba cannot cache the histogram code ({exc}); each new process compiles it "
+                          "(seconds). Set NUMBA_CACHE_DIR to a writable directory to avoid this.",
+                          stacklevel=2)
+        return numba.njit(nogil=True, **options)(func)
+
+
+_uncached: list = []
+
+
+def _inline(func):
+    return _jit(func, inline="always")
+
+
+# --------------------------------------------------------------------------- compiled helpers
+@_inline
+def _bin(p, lo, width, last):
+    """The reference's bin of p (NaN: 0, the callers count NaNs apart), branch-free."""
+    t = np.floor((np.float64(p) - lo) / width)
+    t = t if t >= 0.0 else 0.0
+    return int(t if t <= last else last)
+
+
+@_inline
+def _direct_row(xa, y, lo, width, last, bins):
+    """Bins of all products xa * y into ``bins`` (vectorised); returns the number of NaN products."""
+    nans = 0
+    for b in range(y.size):
+        p = xa * y[b]
+        nans += p != p
+        bins[b] = _bin(p, lo, width, last)
+    return nans
+
+
+@_inline
+def _popcount(w):
+    w = w - ((w >> np.uint64(1)) & np.uint64(0x5555555555555555))
+    w = (w & np.uint64(0x3333333333333333)) + ((w >> np.uint64(2)) & np.uint64(0x3333333333333333))
+    w = (w + (w >> np.uint64(4))) & np.uint64(0x0F0F0F0F0F0F0F0F)
+    return int((w * np.uint64(0x0101010101010101)) >> np.uint64(56))
+
+
+@_inline
+def _sample_stats(y):
+    """Extremes, the values of each sign closest to 0, sign counts and finiteness of one sample."""
+    ymin, ymax = y[0], y[0]
+    max_neg, min_pos = y[0], y[0]  # meaningful only where n_neg, n_pos > 0: in y's dtype
+    n_neg = n_pos = 0
+    finite = True
+    for b in range(y.size):
+        v = y[b]
+        if not np.isfinite(v):
+            finite = False
+        ymin = min(ymin, v)
+        ymax = max(ymax, v)
+        if v < 0:
+            max_neg = v if n_neg == 0 else max(max_neg, v)
+            n_neg += 1
+        elif v > 0:
+            min_pos = v if n_pos == 0 else min(min_pos, v)
+            n_pos += 1
+    return ymin, ymax, max_neg, min_pos, n_neg, n_pos, finite
+
+
+@_inline
+def _row_class(x, ymin, ymax, max_neg, min_pos, n_neg, n_pos, n, L, T, U):
+    """Class of the row x * y and its count in the lower band bin under the sign rule.
+
+    The sign rule: for T <= 0 the lower bin holds the products of opposite signs, for T > 0 all
+    but those of equal signs. It holds when the product of each sign closest to 0 keeps its side of
+    T (then every product of that sign does: rounding is monotone).
+    """
+    if not np.isfinite(x):
+        return _DIRECT, 0
+    lo_p, hi_p = x * ymin, x * ymax
+    if x < 0:
+        lo_p, hi_p = hi_p, lo_p
+    in_band = lo_p >= L and hi_p < U
+    if in_band and hi_p < T:
+        return _LOWER, 0
+    if in_band and lo_p >= T:
+        return _UPPER, 0
+    if T <= 0:
+        opposite, nearest = (n_neg, max_neg) if x > 0 else (n_pos, min_pos)
+        clean = opposite == 0 or x * nearest < T
+        lower = opposite
+    else:
+        same, nearest = (n_pos, min_pos) if x > 0 else (n_neg, max_neg)
+        clean = same == 0 or x * nearest >= T
+        lower = n - same
+    if not clean:
+        return _DIRECT, 0
+    return (_SPLIT if in_band else _CORRECTED), lower
+
+
+# --------------------------------------------------------------------------- kernels
+@_inline
+def _listed(y, xmax, reach, listed):
+    """Into ``listed``, by decreasing magnitude, the b whose products with some |x| <= xmax can leave
+    the band (|x * y_b| >= reach); returns their number."""
+    count = 0
+    for b in range(y.size):
+        if xmax * np.abs(y[b]) >= reach:
+            listed[count] = b
+            count += 1
+    order = np.argsort(-np.abs(y[listed[:count]]))
+    listed[:count] = listed[:count][order]
+    return count
+
+
+@_jit
+def dense_hist1d(flat, P, c0, lo, width, hist):
+    """Count the values of ``flat`` into ``hist``; returns the number of NaNs.
+
+    Per block, the bins of all values in one branch-free (vectorised) pass, then counted into four
+    interleaved copies of the histogram: runs of values in one bin do not wait on each other.
+    """
+    last = P.size - 3
+    block = 1024
+    bins = np.empty(block, dtype=np.int64)
+    copies = np.zeros((4, hist.size), dtype=np.int64)
+    nans = 0
+    for start in range(0, flat.size, block):
+        size = min(flat.size, start + block) - start
+        for k in range(size):
+            p = flat[start + k]
+            nans += p != p
+            bins[k] = _bin(p, lo, width, last)
+        quads = size - size % 4
+        for k in range(0, quads, 4):
+            copies[0, bins[k]] += 1
+            copies[1, bins[k + 1]] += 1
+            copies[2, bins[k + 2]] += 1
+            copies[3, bins[k + 3]] += 1
+        for k in range(quads, size):
+            copies[0, bins[k]] += 1
+    for j in range(hist.size):
+        hist[j] += copies[0, j] + copies[1, j] + copies[2, j] + copies[3, j]
+    return nans
+
+
+@_jit
+def dense_hist2d(grads, pidx, P, c0, lo, width, hist):
+    """2D counts of (grads[i, d], parameter bin pidx[d]) into hist (gradient bins, parameter bins)."""
+    L, T, U = P[c0], P[c0 + 1], P[c0 + 2]
+    last = P.size - 3
+    B, D = grads.shape
+    lower = np.zeros(D, dtype=np.int64)
+    upper = np.zeros(D, dtype=np.int64)
+    nans = 0
+    for i in range(B):
+        row = grads[i]
+        inside = 0
+        for d in range(D):  # branch-free: vectorised
+            p = row[d]
+            lo_hit = (p >= L) & (p < T)
+            hi_hit = (p >= T) & (p < U)
+            lower[d] += lo_hit
+            upper[d] += hi_hit
+            inside += lo_hit | hi_hit
+        if inside < D:
+            for d in range(D):
+                p = row[d]
+                if not (p >= L and p < U):
+                    nans += p != p
+                    hist[_bin(p, lo, width, last), pidx[d]] += 1
+    for d in range(D):
+        hist[c0, pidx[d]] += lower[d]
+        hist[c0 + 1, pidx[d]] += upper[d]
+    return nans
+
+
+@_jit
+def outer_hist1d(x, y, P, c0, lo, width, hist):
+    """Histogram of all products x[i, a] * y[i, b]; returns the number of NaN products."""
+    L, T, U = P[c0], P[c0 + 1], P[c0 + 2]
+    reach = min(-np.float64(L), np.float64(U))  # products below it in magnitude stay in the band
+    last = P.size - 3
+    B, m = x.shape
+    n = y.shape[1]
+    classes = np.empty(m, dtype=np.int64)
+    lowers = np.empty(m, dtype=np.int64)
+    listed = np.empty(n, dtype=np.int64)
+    bins = np.empty(n, dtype=np.int64)
+    nans = 0
+    for i in range(B):
+        xi, yi = x[i], y[i]
+        ymin, ymax, max_neg, min_pos, n_neg, n_pos, finite = _sample_stats(yi)
+        xmax = np.zeros(1, x.dtype)[0]  # the largest |x| of a corrected row
+        corrected = False
+        for a in range(m):
+            c, lw = _row_class(xi[a], ymin, ymax, max_neg, min_pos, n_neg, n_pos, n, L, T, U)
+            if not finite:
+                c = _DIRECT
+            classes[a] = c
+            lowers[a] = lw
+            if c == _CORRECTED:
+                corrected = True
+                xmax = max(xmax, np.abs(xi[a]))
+        count = _listed(yi, xmax, reach, listed) if corrected else 0
+        for a in range(m):
+            c = classes[a]
+            xa = xi[a]
+            if c == _LOWER:
+                hist[c0] += n
+            elif c == _UPPER:
+                hist[c0 + 1] += n
+            elif c == _DIRECT:
+                nans += _direct_row(xa, yi, lo, width, last, bins)
+                for b in range(n):
+                    hist[bins[b]] += 1
+            else:
+                hist[c0] += lowers[a]
+                hist[c0 + 1] += n - lowers[a]
+                if c == _CORRECTED:
+                    for k in range(count):
+                        yb = yi[listed[k]]
+                        if np.abs(xa) * np.abs(yb) < reach:
+                            break  # this and all further products stay in the band
+                        p = xa * yb
+                        if p >= L and p < U:
+                            continue  # in the band: on its sign's side (the row is clean)
+                        if T <= 0:
+                            ruled = c0 if (xa > 0 and yb < 0) or (xa < 0 and yb > 0) else c0 + 1
+                        else:
+                            ruled = c0 + 1 if (xa > 0 and yb > 0) or (xa < 0 and yb < 0) else c0
+                        hist[ruled] -= 1
+                        hist[_bin(p, lo, width, last)] += 1
+    return nans
+
+
+@_jit
+def outer_hist2d(x, y, pidx, P, c0, lo, width, hist):
+    """2D counts of (x[i, a] * y[i, b], parameter bin pidx[a, b]); returns the number of NaN products.
+
+    Sign-rule rows are counted per element (a, b) by popcounts of sample bitsets: the samples
+    where x[i, a] > 0 (< 0) against those where y[i, b] < 0 (> 0).
+    """
+    L, T, U = P[c0], P[c0 + 1], P[c0 + 2]
+    reach = min(-np.float64(L), np.float64(U))
+    last = P.size - 3
+    B, m = x.shape
+    n = y.shape[1]
+    words = (B + 63) // 64
+    x_pos = np.zeros((m, words), dtype=np.uint64)  # sign-rule rows, by the sign of x
+    x_neg = np.zeros((m, words), dtype=np.uint64)
+    y_pos = np.zeros((n, words), dtype=np.uint64)
+    y_neg = np.zeros((n, words), dtype=np.uint64)
+    ruled = np.zeros(m, dtype=np.int64)  # sign-rule rows per element a
+    all_lower = np.zeros(m, dtype=np.int64)
+    all_upper = np.zeros(m, dtype=np.int64)
+    classes = np.empty(m, dtype=np.int64)
+    listed = np.empty(n, dtype=np.int64)
+    bins = np.empty(n, dtype=np.int64)
+    nans = 0
+    for i in range(B):
+        xi, yi = x[i], y[i]
+        word, bit = i // 64, np.uint64(1) << np.uint64(i % 64)
+        ymin, ymax, max_neg, min_pos, n_neg, n_pos, finite = _sample_stats(yi)
+        for b in range(n):
+            if yi[b] > 0:
+                y_pos[b, word] |= bit
+            elif yi[b] < 0:
+                y_neg[b, word] |= bit
+        xmax = np.zeros(1, x.dtype)[0]
+        corrected = False
+        for a in range(m):
+            c, _ = _row_class(xi[a], ymin, ymax, max_neg, min_pos, n_neg, n_pos, n, L, T, U)
+            if not finite:
+                c = _DIRECT
+            classes[a] = c
+            if c == _LOWER:
+                all_lower[a] += 1
+            elif c == _UPPER:
+                all_upper[a] += 1
+            elif c != _DIRECT:
+                ruled[a] += 1
+                if xi[a] > 0:
+                    x_pos[a, word] |= bit
+                else:
+                    x_neg[a, word] |= bit
+                if c == _CORRECTED:
+                    corrected = True
+                    xmax = max(xmax, np.abs(xi[a]))
+        count = _listed(yi, xmax, reach, listed) if corrected else 0
+        for a in range(m):
+            c = classes[a]
+            xa = xi[a]
+            if c == _DIRECT:
+                nans += _direct_row(xa, yi, lo, width, last, bins)
+                for b in range(n):
+                    hist[bins[b], pidx[a, b]] += 1
+            elif c == _CORRECTED:
+                for k in range(count):
+                    b = listed[k]
+                    yb = yi[b]
+                    if np.abs(xa) * np.abs(yb) < reach:
+                        break
+                    p = xa * yb
+                    if p >= L and p < U:
+                        continue
+                    if T <= 0:
+                        rule = c0 if (xa > 0 and yb < 0) or (xa < 0 and yb > 0) else c0 + 1
+                    else:
+                        rule = c0 + 1 if (xa > 0 and yb > 0) or (xa < 0 and yb < 0) else c0
+                    hist[rule, pidx[a, b]] -= 1
+                    hist[_bin(p, lo, width, last), pidx[a, b]] += 1
+    # T <= 0: the lower bin holds opposite signs; T > 0: the upper bin holds equal signs
+    first, second = (y_neg, y_pos) if T <= 0 else (y_pos, y_neg)
+    for a in range(m):
+        for b in range(n):
+            hits = 0
+            for w in range(words):
+                hits += _popcount((x_pos[a, w] & first[b, w]) | (x_neg[a, w] & second[b, w]))
+            lower = hits if T <= 0 else ruled[a] - hits
+            pid = pidx[a, b]
+            hist[c0, pid] += all_lower[a] + lower
+            hist[c0 + 1, pid] += all_upper[a] + ruled[a] - lower
+    return nans
