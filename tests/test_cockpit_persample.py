@@ -67,3 +67,105 @@ def test_bins_refuse_nonsense():
         Bins(10, 1.0, 1.0)
     with pytest.raises(ValueError, match="bins >= 1"):
         Bins(0, -1.0, 1.0)
+
+
+# ------------------------------------------------------------------ against torch's binning of the materialised values
+def reference_1d(values: torch.Tensor, bins: Bins) -> np.ndarray:
+    return torch.bincount(bins.index(values).reshape(-1), minlength=bins.bins).numpy()
+
+
+def reference_2d(grads: torch.Tensor, param: torch.Tensor, gbins: Bins, pbins: Bins) -> np.ndarray:
+    cells = gbins.index(grads) * pbins.bins + pbins.index(param)
+    return torch.bincount(cells.reshape(-1), minlength=gbins.bins * pbins.bins).reshape(gbins.bins, -1).numpy()
+
+
+EDGE_RANGES = RANGES + [Bins(1, -1.0, 1.0), Bins(2, -1.0, 1.0), Bins(40, -1.0, 1.0), Bins(3, 1e-30, 2e-30)]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("scale", [1e-3, 0.05, 1.0, 300.0])
+def test_kernels_bin_like_torch_on_rounded_products(dtype, scale):
+    """float32 products are rounded before binning in float64; every range, zero edge or not."""
+    g = torch.Generator().manual_seed(7)
+    u = (torch.randn(9, 17, generator=g) * scale).to(dtype)
+    v = torch.randn(9, 31, generator=g).to(dtype)
+    v[2] = v[2].abs()  # a sample without negatives
+    u[3, :5] = -u[3, :5].abs()
+    u[4] = 0.0  # empty rows: all products 0
+    products = u[:, :, None] * v[:, None, :]
+    theta = torch.randn(17, 31, generator=g).to(dtype)
+    for bins in EDGE_RANGES:
+        want = reference_1d(products, bins)
+        np.testing.assert_array_equal(Outer(u, v).hist1d(bins).numpy(), want, err_msg=str(bins))
+        np.testing.assert_array_equal(Dense(products).hist1d(bins).numpy(), want, err_msg=str(bins))
+        pb = Bins(5, -1.0, 1.0)
+        want2 = reference_2d(products, theta, bins, pb)
+        np.testing.assert_array_equal(Outer(u, v).hist2d(theta, bins, pb).numpy(), want2, err_msg=str(bins))
+        np.testing.assert_array_equal(Dense(products).hist2d(theta, bins, pb).numpy(), want2, err_msg=str(bins))
+
+
+def test_tiny_products_keep_the_bins_of_their_rounded_values():
+    """Products that underflow to -0.0 or land within one rounding of the zero edge (float32)."""
+    u = torch.tensor([[1e-30, -1e-30, 3e-20, 1.0], [-1e-38, 2e-39, 1e-3, -1e-3]], dtype=torch.float32)
+    v = torch.tensor([[-1e-20, 1e-20, 1e-16, -1e-16, 0.5, -0.5], [1e-10, -3e-10, 1e-38, -1e-38, 2.0, -2.0]],
+                     dtype=torch.float32)
+    products = u[:, :, None] * v[:, None, :]
+    for bins in [Bins(100, -2.0, 2.0), Bins(40, -1.0, 1.0), Bins(7, -1.0, 2.0), Bins(2, -1e-30, 1e-30)]:
+        np.testing.assert_array_equal(Outer(u, v).hist1d(bins).numpy(), reference_1d(products, bins))
+        theta = torch.linspace(-1, 1, 24).reshape(4, 6)
+        np.testing.assert_array_equal(Outer(u, v).hist2d(theta, bins, Bins(3, -1, 1)).numpy(),
+                                      reference_2d(products, theta, bins, Bins(3, -1, 1)))
+
+
+def test_non_contiguous_and_half_precision_inputs():
+    g = torch.Generator().manual_seed(3)
+    u_t, v_t = torch.randn(13, 6, generator=g), torch.randn(21, 6, generator=g)  # transposed views below
+    u, v = u_t.T, v_t.T[:, ::2]
+    assert not u.is_contiguous() and not v.is_contiguous()
+    bins = Bins(100, -2.0, 2.0)
+    products = u[:, :, None] * v[:, None, :]
+    np.testing.assert_array_equal(Outer(u, v).hist1d(bins).numpy(), reference_1d(products, bins))
+    np.testing.assert_array_equal(Dense(products.transpose(1, 2)).hist1d(bins).numpy(), reference_1d(products, bins))
+    half_u, half_v = u.to(torch.bfloat16), v.to(torch.bfloat16)
+    rounded = half_u[:, :, None] * half_v[:, None, :]  # products rounded to bfloat16
+    np.testing.assert_array_equal(Outer(half_u, half_v).hist1d(bins).numpy(), reference_1d(rounded, bins))
+
+
+def test_nan_gradients_make_the_histogram_unavailable():
+    from activis.cockpit import Unavailable
+
+    u, v = torch.randn(3, 4), torch.randn(3, 5)
+    v[1, 2] = float("nan")
+    bins = Bins(10, -1.0, 1.0)
+    for ps in (Outer(u, v), Dense(u[:, :, None] * v[:, None, :])):
+        with pytest.raises(Unavailable, match="NaN"):
+            ps.hist1d(bins)
+        with pytest.raises(Unavailable, match="NaN"):
+            ps.hist2d(torch.zeros(4, 5), bins, bins)
+    u[0, 0] = float("inf")  # inf * 0 is NaN too, inf alone is counted in the edge bin
+    v = torch.ones(3, 5)
+    np.testing.assert_array_equal(Outer(u, v).hist1d(bins).numpy(), reference_1d(u[:, :, None] * v[:, None, :], bins))
+
+
+def test_all_large_products_cost_no_more_than_materialising_them():
+    """Unnormalised inputs (x 255): most products beyond the range, each row crossing many bins."""
+    import time
+
+    g = torch.Generator().manual_seed(0)
+    u = torch.randn(64, 128, generator=g) * 0.05
+    v = torch.rand(64, 400, generator=g) * 255
+    bins = Bins(100, -2.0, 2.0)
+    outer, dense = Outer(u, v), Dense(u[:, :, None] * v[:, None, :])
+    np.testing.assert_array_equal(outer.hist1d(bins).numpy(), dense.hist1d(bins).numpy())
+    assert outer.hist1d(bins)[[0, -1]].sum() > 0.5 * u.numel() * v.shape[1]
+
+    def best(f):
+        times = []
+        for _ in range(3):
+            start = time.perf_counter()
+            f()
+            times.append(time.perf_counter() - start)
+        return min(times)
+
+    materialised = best(lambda: Dense(u[:, :, None] * v[:, None, :]).hist1d(bins))
+    assert best(lambda: outer.hist1d(bins)) < 3 * materialised + 0.01
