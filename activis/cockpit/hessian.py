@@ -37,20 +37,20 @@ class HessianOperator:
         self.products += 1
         return list(torch.autograd.grad(self.grads, self.params, vecs, retain_graph=True))
 
+    def split(self, flat: torch.Tensor) -> list[torch.Tensor]:
+        """Views of one flat vector shaped like the parameters."""
+        return [c.view(p.shape) for c, p in zip(flat.split([p.numel() for p in self.params]), self.params)]
+
+    def flat_matvec(self, flat: torch.Tensor) -> torch.Tensor:
+        """H @ flat for a flat vector: one contiguous result, so that dot products and norms are
+        single operations instead of one per parameter tensor."""
+        return torch.cat([h.reshape(-1) for h in self.matvec(self.split(flat))])
+
     def matmat(self, mats: list[torch.Tensor]) -> list[torch.Tensor]:
         """Products with k vectors at once: ``mats[p]`` has shape (k, *param.shape)."""
         self.products += mats[0].shape[0]
         return list(torch.autograd.grad(self.grads, self.params, mats, retain_graph=True,
                                         is_grads_batched=True))
-
-
-def _dot(a: list[torch.Tensor], b: list[torch.Tensor]) -> torch.Tensor:
-    return sum((x * y).sum() for x, y in zip(a, b))
-
-
-def _normalise(vecs: list[torch.Tensor]) -> list[torch.Tensor]:
-    norm = _dot(vecs, vecs).sqrt()
-    return [v / norm for v in vecs]
 
 
 def power_iteration(op: HessianOperator, start: list[torch.Tensor] | None = None, *, maxiter: int = 100,
@@ -63,17 +63,18 @@ def power_iteration(op: HessianOperator, start: list[torch.Tensor] | None = None
     """
     if start is None:
         start = [torch.rand(p.shape, generator=generator, dtype=p.dtype).to(p.device) for p in op.params]
-    vecs = _normalise(start)
-    eigval = torch.tensor(float("inf"), dtype=op.params[0].dtype, device=op.params[0].device)
+    vec = torch.cat([s.reshape(-1) for s in start]).to(op.params[0])
+    vec = vec / vec.norm()
+    eigval = torch.tensor(float("inf"), dtype=vec.dtype, device=vec.device)
     for _ in range(maxiter):
-        new = op.matvec(vecs)
-        new_eigval = _dot(vecs, new)
-        vecs = _normalise(new)
+        new = op.flat_matvec(vec)
+        new_eigval = vec @ new
+        vec = new / new.norm()
         if torch.allclose(eigval, new_eigval, rtol=rtol, atol=atol):
-            return float(new_eigval), vecs
+            return float(new_eigval), op.split(vec)
         eigval = new_eigval
     warnings.warn(f"HessMaxEV: power iteration did not converge in {maxiter} iterations", stacklevel=3)
-    return float(eigval), vecs
+    return float(eigval), op.split(vec)
 
 
 def lanczos(op: HessianOperator, start: list[torch.Tensor] | None = None,
@@ -82,15 +83,13 @@ def lanczos(op: HessianOperator, start: list[torch.Tensor] | None = None,
     from scipy.sparse.linalg import LinearOperator, eigsh
 
     params = op.params
-    shapes = [p.shape for p in params]
-    sizes = [p.numel() for p in params]
 
     def split(x: np.ndarray) -> list[torch.Tensor]:
-        t = torch.from_numpy(np.ascontiguousarray(x)).to(params[0])
-        return [c.reshape(s) for c, s in zip(t.split(sizes), shapes)]
+        return op.split(torch.from_numpy(np.ascontiguousarray(x)).to(params[0]))
 
     def matvec(x):
-        return torch.cat([h.reshape(-1) for h in op.matvec(split(np.ravel(x)))]).double().cpu().numpy()
+        flat = torch.from_numpy(np.ascontiguousarray(np.ravel(x))).to(params[0])
+        return op.flat_matvec(flat).double().cpu().numpy()
 
     v0 = None if start is None else torch.cat([s.reshape(-1) for s in start]).double().cpu().numpy()
     linop = LinearOperator((op.dim, op.dim), matvec=matvec, dtype=np.float64)
