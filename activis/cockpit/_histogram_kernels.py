@@ -172,17 +172,20 @@ def _row_class(x, ymin, ymax, max_neg, min_pos, n_neg, n_pos, n, L, T, U):
 
 # --------------------------------------------------------------------------- kernels
 @_inline
-def _listed(y, xmax, reach, listed):
-    """Into ``listed``, by decreasing magnitude, the b whose products with some |x| <= xmax can leave
-    the band (|x * y_b| >= reach); returns their number."""
+def _listed(y, xmax, reach, listed, rows):
+    """Into ``listed`` the b whose products with some |x| <= xmax can leave the band
+    (|x * y_b| >= reach), by decreasing magnitude when the sort pays off over ``rows`` rows (then
+    each row stops at its first product in the band); returns their number and whether sorted."""
     count = 0
     for b in range(y.size):
         if xmax * np.abs(y[b]) >= reach:
             listed[count] = b
             count += 1
-    order = np.argsort(-np.abs(y[listed[:count]]))
-    listed[:count] = listed[:count][order]
-    return count
+    ordered = rows > 4 * np.log2(count + 1)
+    if ordered:
+        order = np.argsort(-np.abs(y[listed[:count]]))
+        listed[:count] = listed[:count][order]
+    return count, ordered
 
 
 @_jit
@@ -264,7 +267,7 @@ def outer_hist1d(x, y, P, c0, lo, width, hist):
         xi, yi = x[i], y[i]
         ymin, ymax, max_neg, min_pos, n_neg, n_pos, finite = _sample_stats(yi)
         xmax = np.zeros(1, x.dtype)[0]  # the largest |x| of a corrected row
-        corrected = False
+        corrected = 0
         for a in range(m):
             c, lw = _row_class(xi[a], ymin, ymax, max_neg, min_pos, n_neg, n_pos, n, L, T, U)
             if not finite:
@@ -272,9 +275,9 @@ def outer_hist1d(x, y, P, c0, lo, width, hist):
             classes[a] = c
             lowers[a] = lw
             if c == _CORRECTED:
-                corrected = True
+                corrected += 1
                 xmax = max(xmax, np.abs(xi[a]))
-        count = _listed(yi, xmax, reach, listed) if corrected else 0
+        count, ordered = _listed(yi, xmax, reach, listed, corrected) if corrected else (0, False)
         for a in range(m):
             c = classes[a]
             xa = xi[a]
@@ -293,7 +296,9 @@ def outer_hist1d(x, y, P, c0, lo, width, hist):
                     for k in range(count):
                         yb = yi[listed[k]]
                         if np.abs(xa) * np.abs(yb) < reach:
-                            break  # this and all further products stay in the band
+                            if ordered:
+                                break  # this and all further products stay in the band
+                            continue
                         p = xa * yb
                         if p >= L and p < U:
                             continue  # in the band: on its sign's side (the row is clean)
@@ -340,7 +345,7 @@ def outer_hist2d(x, y, pidx, P, c0, lo, width, hist):
             elif yi[b] < 0:
                 y_neg[b, word] |= bit
         xmax = np.zeros(1, x.dtype)[0]
-        corrected = False
+        corrected = 0
         for a in range(m):
             c, _ = _row_class(xi[a], ymin, ymax, max_neg, min_pos, n_neg, n_pos, n, L, T, U)
             if not finite:
@@ -357,9 +362,9 @@ def outer_hist2d(x, y, pidx, P, c0, lo, width, hist):
                 else:
                     x_neg[a, word] |= bit
                 if c == _CORRECTED:
-                    corrected = True
+                    corrected += 1
                     xmax = max(xmax, np.abs(xi[a]))
-        count = _listed(yi, xmax, reach, listed) if corrected else 0
+        count, ordered = _listed(yi, xmax, reach, listed, corrected) if corrected else (0, False)
         for a in range(m):
             c = classes[a]
             xa = xi[a]
@@ -372,7 +377,9 @@ def outer_hist2d(x, y, pidx, P, c0, lo, width, hist):
                     b = listed[k]
                     yb = yi[b]
                     if np.abs(xa) * np.abs(yb) < reach:
-                        break
+                        if ordered:
+                            break
+                        continue
                     p = xa * yb
                     if p >= L and p < U:
                         continue
