@@ -8,7 +8,8 @@ The models are bench_cockpit.py's (MLP 784-512-256-10 and the small CNN: 5x5 con
 
 1. per-sample weight and bias gradients of each convolution (what the economy configuration needs
    every step): im2col (``F.unfold``) + einsum, the former `layer_grads`, against `layer_grads`
-   (the batch folded into a grouped weight-gradient kernel);
+   (the faster, timed on first use, of a grouped weight-gradient kernel with the batch folded into
+   the groups and im2col), for the CNN's layers and for three other shapes;
 2. every sample's loss-Hessian square root (cross-entropy, 10 classes): C batched Hessian-vector
    products + eigh, the former `_loss_hessian_roots`, against the verified closed form;
 3. the exact Gauss-Newton diagonal of one step: the former `ggn_diagonal` (its code is kept here:
@@ -86,6 +87,25 @@ class Step:
         return taps, F.cross_entropy(self.model(self.x), self.y, reduction="none")
 
 
+# other shapes, random data: where im2col is the faster kernel, `layer_grads` must not be slower
+SHAPES = {
+    "ResNet stage 4: 128 -> 128, 3x3, 8 x 8": (lambda: nn.Conv2d(128, 128, 3, padding=1), (128, 128, 8, 8)),
+    "downsampling: 64 -> 128, 3x3, stride 2, 16 x 16": (lambda: nn.Conv2d(64, 128, 3, stride=2, padding=1),
+                                                          (128, 64, 16, 16)),
+    "depthwise: 64 channels, 3x3, 16 x 16": (lambda: nn.Conv2d(64, 64, 3, padding=1, groups=64),
+                                             (128, 64, 16, 16)),
+}
+
+
+def compare_conv_grads(label, module, a, g, rounds):
+    old, new = unfold_layer_grads(module, a, g), layer_grads(module, a, g)  # the first call times the kernels
+    err = max(float((old[k] - new[k]).abs().max() / old[k].abs().max()) for k in old)
+    t = alternate({"former": lambda: unfold_layer_grads(module, a, g), "now": lambda: layer_grads(module, a, g)},
+                  rounds)
+    print(f"  {label:<50} former {t['former'] * 1e3:6.1f}   now {t['now'] * 1e3:6.1f}   "
+          f"{t['former'] / t['now']:5.1f}x faster   (max relative difference {err:.1e})")
+
+
 def bench_conv_grads(x, y, rounds):
     step = Step(cnn, x, y)
     taps, losses = step.tapped()
@@ -94,18 +114,16 @@ def bench_conv_grads(x, y, rounds):
     print("\n1. per-sample conv gradients, batch 128 (median ms; ratio former / now)")
     for layer in taps.layers:
         if isinstance(layer.module, nn.Conv2d):
-            call = layer.calls[0]
-            old = unfold_layer_grads(layer.module, call.input, call.grad)
-            new = layer_grads(layer.module, call.input, call.grad)
-            err = max(float((old[k] - new[k]).abs().max() / old[k].abs().max()) for k in old)
-            args = (layer.module, call.input, call.grad)
-            t = alternate({"former": lambda: unfold_layer_grads(*args),  # noqa: B023 - called right here
-                           "now": lambda: layer_grads(*args)}, rounds)  # noqa: B023
-            shape = "x".join(map(str, call.input.shape))
-            print(f"  {layer.name} {layer.module}, input {shape}: former {t['former'] * 1e3:6.1f}   "
-                  f"now {t['now'] * 1e3:6.1f}   {t['former'] / t['now']:5.1f}x faster   "
-                  f"(max relative difference {err:.1e})")
+            m, call = layer.module, layer.calls[0]
+            label = f"CNN layer {layer.name}: {m.in_channels} -> {m.out_channels}, 5x5, {call.input.shape[-1]} x " \
+                    f"{call.input.shape[-1]}"
+            compare_conv_grads(label, m, call.input, call.grad, rounds)
     taps.remove()
+    torch.manual_seed(0)
+    for label, (factory, shape) in SHAPES.items():
+        module = factory()
+        a = torch.randn(shape)
+        compare_conv_grads(label, module, a, torch.randn(module(a).shape), rounds)
 
 
 def former_roots(losses, output):

@@ -1,6 +1,7 @@
 """Per-sample gradients of Linear and convolution layers from the taps against single-sample backwards.
 
-`layer_grads` folds the batch into a grouped convolution; every geometry a convolution module can
+`layer_grads` computes a convolution's per-sample gradients with a grouped kernel or with im2col,
+whichever is faster for the shapes; every geometry a convolution module can
 have (stride, padding numbers, 'same' even and uneven, 'valid', non-zero padding modes, dilation,
 groups, no bias, 1D/2D/3D) and the Gauss-Newton diagonal's leading column dimension must give
 exactly the gradients of a loop of single-sample backward passes in float64.
@@ -10,6 +11,7 @@ import pytest
 import torch
 from torch import nn
 
+from activis.cockpit import taps
 from activis.cockpit.taps import Taps, layer_grads
 
 B = 5
@@ -62,6 +64,36 @@ def test_conv_per_sample_gradients_equal_single_sample_backwards(name):
     assert got.keys() == want.keys()
     for kind in want:
         torch.testing.assert_close(got[kind], want[kind], rtol=1e-12, atol=1e-12, msg=f"{name} {kind}")
+    # both kernels, whichever the timing picked above
+    padded, padding = taps._conv_input(module, x)
+    kernels = [taps._grouped_weight_grads] + ([taps._unfolded_weight_grads] if x.dim() < 5 else [])
+    for kernel in kernels:
+        torch.testing.assert_close(kernel(module, padded, padding, output_grad), want["weight"], rtol=1e-12,
+                                   atol=1e-12, msg=f"{name} {kernel.__name__}")
+
+
+def test_the_faster_kernel_is_timed_once_per_geometry(monkeypatch):
+    calls = []
+
+    def counted(kernel):
+        def run(*args):
+            calls.append(kernel.__name__)
+            return kernel(*args)
+        run.__name__ = kernel.__name__
+        return run
+
+    monkeypatch.setattr(taps, "_FASTER", {})
+    monkeypatch.setattr(taps, "_grouped_weight_grads", counted(taps._grouped_weight_grads))
+    monkeypatch.setattr(taps, "_unfolded_weight_grads", counted(taps._unfolded_weight_grads))
+    module = nn.Conv2d(3, 4, 3)
+    x, output_grad = torch.randn(B, 3, 6, 6), torch.randn(B, 4, 4, 4)
+    first = layer_grads(module, x, output_grad)["weight"]
+    assert sorted(calls) == ["_grouped_weight_grads"] * 2 + ["_unfolded_weight_grads"] * 2
+    calls.clear()
+    torch.testing.assert_close(layer_grads(module, x, output_grad)["weight"], first)
+    assert len(calls) == 1 and len(taps._FASTER) == 1
+    layer_grads(module, x[:2], output_grad[:2])  # another batch size: another geometry, timed anew
+    assert len(calls) == 5 and len(taps._FASTER) == 2
 
 
 @pytest.mark.parametrize("name", ["strided", "groups", "same_uneven", "conv1d"])
@@ -106,21 +138,21 @@ class TwoCalls(nn.Module):
 def test_taps_per_sample_gradients_of_a_model_equal_single_sample_backwards():
     torch.manual_seed(0)
     model = TwoCalls().double()
-    taps = Taps(model)
+    tapped = Taps(model)
     x = torch.randn(B, 2, 5, 5, dtype=torch.float64, generator=torch.Generator().manual_seed(4))
     y = torch.randint(0, 3, (B,), generator=torch.Generator().manual_seed(5))
-    taps.armed = True
+    tapped.armed = True
     losses = nn.functional.cross_entropy(model(x), y, reduction="none")
     losses.mean().backward()
     params = list(model.parameters())
-    got = taps.per_sample(params, B)
-    assert len(taps.layers[0].calls) == 2
+    got = tapped.per_sample(params, B)
+    assert len(tapped.layers[0].calls) == 2
     for i in range(B):
         model.zero_grad()
         nn.functional.cross_entropy(model(x[i:i + 1]), y[i:i + 1]).backward()
         for p, ps in zip(params, got):
             torch.testing.assert_close(ps.grads[i], p.grad, rtol=1e-12, atol=1e-12)
-    taps.remove()
+    tapped.remove()
 
 
 # ------------------------------------------------------------------ the loss Hessian's roots

@@ -11,6 +11,7 @@ while a tracked backward runs. Parameters outside such layers get their per-samp
 from __future__ import annotations
 
 import functools
+import time
 from dataclasses import dataclass, field
 
 import torch
@@ -63,22 +64,65 @@ def _tappable(module: nn.Module) -> bool:
     return isinstance(module, _TAPPED) and any(p.requires_grad for p in module.parameters(False))
 
 
-def _conv_weight_grads(module: nn.Module, a: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
-    """Per-sample weight gradients (B, *weight.shape) of one convolution call from its output gradient.
-
-    The batch is folded into the convolution's groups: one weight-gradient kernel call over a
+def _grouped_weight_grads(module: nn.Module, a: torch.Tensor, padding: tuple, g: torch.Tensor) -> torch.Tensor:
+    """The batch folded into the convolution's groups: one weight-gradient kernel call over a
     (1, B * in, ...) input with B * groups groups computes every sample's gradient at once, without
-    the unfolded input that im2col would write (kernel-size times the input; 7x slower for a 5x5
-    kernel on CPU, see benchmarks/bench_persample.py).
-    """
-    a, padding = _conv_input(module, a)
-    B = a.shape[0]
-    weight = module.weight
-    folded = weight.new_empty(()).expand(B * weight.shape[0], *weight.shape[1:])
+    the unfolded input that im2col writes (kernel-size times the input)."""
+    B, weight = a.shape[0], module.weight
+    folded = weight.new_empty(()).expand(B * weight.shape[0], *weight.shape[1:])  # only its shape is read
     _, grads, _ = torch.ops.aten.convolution_backward(
         g.reshape(1, -1, *g.shape[2:]), a.reshape(1, -1, *a.shape[2:]), folded, None, module.stride,
         padding, module.dilation, False, (0,) * len(padding), B * module.groups, (False, True, False))
     return grads.reshape(B, *weight.shape)
+
+
+def _unfolded_weight_grads(module: nn.Module, a: torch.Tensor, padding: tuple, g: torch.Tensor) -> torch.Tensor:
+    """im2col, then one batched product per sample and group (Conv1d and Conv2d only)."""
+    conv1d = a.dim() == 3
+
+    def pair(values, one):  # a Conv1d is a Conv2d with a kernel of height one
+        return (one, values[0]) if conv1d else tuple(values)
+
+    if conv1d:
+        a, g = a.unsqueeze(2), g.unsqueeze(2)
+    B, groups = a.shape[0], module.groups
+    cols = F.unfold(a, pair(module.kernel_size, 1), dilation=pair(module.dilation, 1), padding=pair(padding, 0),
+                    stride=pair(module.stride, 1))  # (B, in * kernel size, positions)
+    cols = cols.reshape(B, groups, -1, cols.shape[-1])
+    grads = torch.einsum("bgop,bgkp->bgok", g.reshape(B, groups, -1, cols.shape[-1]), cols)
+    return grads.reshape(B, *module.weight.shape)
+
+
+# geometry -> the faster of the two kernels for it, found by timing both on first use
+_FASTER: dict[tuple, object] = {}
+
+
+def _conv_weight_grads(module: nn.Module, a: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
+    """Per-sample weight gradients (B, *weight.shape) of one convolution call from its output gradient.
+
+    Two exact kernels, and which is faster depends on the shapes and the machine (one CPU thread:
+    the grouped kernel is 3x faster for 16 -> 32 channels, 5x5, on 14 x 14, and 15x for a depthwise
+    convolution; im2col is 2x faster for 128 -> 128 channels, 3x3, on 8 x 8). The first call of a
+    geometry times both (the better of two runs each) and keeps the faster; Conv3d has no im2col.
+    """
+    a, padding = _conv_input(module, a)
+    if a.dim() == 5:
+        return _grouped_weight_grads(module, a, padding, g)
+    key = (tuple(a.shape), tuple(g.shape), tuple(module.weight.shape), tuple(module.stride), padding,
+           tuple(module.dilation), module.groups, a.dtype, a.device)
+    kernel = _FASTER.get(key)
+    if kernel is not None:
+        return kernel(module, a, padding, g)
+    timings = {}
+    for kernel in (_grouped_weight_grads, _unfolded_weight_grads):
+        for _ in range(2):
+            start = time.perf_counter()
+            result = kernel(module, a, padding, g)
+            if result.is_cuda:
+                torch.cuda.synchronize(result.device)
+            timings[kernel] = min(timings.get(kernel, float("inf")), time.perf_counter() - start)
+    _FASTER[key] = min(timings, key=timings.get)
+    return result
 
 
 def layer_grads(module: nn.Module, a: torch.Tensor, g: torch.Tensor) -> dict[str, torch.Tensor]:
@@ -98,7 +142,7 @@ def layer_grads(module: nn.Module, a: torch.Tensor, g: torch.Tensor) -> dict[str
         bias = g3.sum(-2)
     else:
         # one kernel call per leading index: folding the columns into the output channels as well
-        # makes the grouped kernel twice as slow (measured), and the input is shared as it is
+        # makes the grouped kernel twice as slow (measured)
         weights = [_conv_weight_grads(module, a, column) for column in g.reshape(-1, *g.shape[len(lead):])]
         out["weight"] = (weights[0] if len(weights) == 1 else torch.stack(weights)).reshape(*lead, *weights[0].shape)
         bias = g.flatten(len(lead) + 2).sum(-1)
