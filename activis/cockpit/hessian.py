@@ -238,7 +238,7 @@ def ggn_diagonal(taps: Taps, params: list[torch.Tensor], names: list[str], losse
     # ReLU masks of a convolutional network the vmapped backward loops and broadcasts; there one
     # plain backward per column is faster (CNN of bench_persample.py: ~20% less; MLP: ~25% more)
     step = roots.shape[0] if all(isinstance(lay.module, nn.Linear) for lay in taps.layers) else 1
-    per_layer: dict[int, dict[str, torch.Tensor]] = {}
+    per_layer = {id(layer): _LayerGGN(layer.module) for layer in taps.layers}
     for c in range(0, roots.shape[0], step):
         deltas = torch.autograd.grad(output, [call.output for _, call in calls],
                                      roots[c:c + step] if step > 1 else roots[c], retain_graph=True,
@@ -248,14 +248,14 @@ def ggn_diagonal(taps: Taps, params: list[torch.Tensor], names: list[str], losse
         for layer in taps.layers:
             mine = [(call, d) for (lay, call), d in zip(calls, deltas) if lay is layer]
             if mine:
-                sums = _layer_ggn(layer.module, mine, signs[c:c + step])
-                per_layer[id(layer)] = {k: v + per_layer.get(id(layer), {}).get(k, 0) for k, v in sums.items()}
+                per_layer[id(layer)].add(mine, signs[c:c + step])
+    sums = {key: layer_ggn.result() for key, layer_ggn in per_layer.items()}
     diag: list[torch.Tensor | None] = [None] * len(params)
     rest = []
     for i, p in enumerate(params):
         if id(p) in taps.owner:
             layer, kind = taps.owner[id(p)]
-            diag[i] = per_layer[id(layer)][kind] / B if id(layer) in per_layer else torch.zeros_like(p)
+            diag[i] = sums[id(layer)][kind] / B if kind in sums[id(layer)] else torch.zeros_like(p)
         else:
             rest.append(i)
     if rest:
@@ -275,28 +275,46 @@ def ggn_diagonal(taps: Taps, params: list[torch.Tensor], names: list[str], losse
     return [d.detach() for d in diag]
 
 
-def _layer_ggn(module: nn.Module, calls, signs: torch.Tensor) -> dict[str, torch.Tensor]:
-    """sum_{c,i} sign_ci (per-sample gradient for column c)**2 for one layer, summed over its calls."""
-    if len(calls) == 1 and isinstance(module, nn.Linear) and calls[0][0].input.dim() == 2:
-        call, deltas = calls[0]
-        weighted = (deltas.square() * signs[:, :, None]).sum(0)  # (B, out)
-        out = {"weight": weighted.T @ call.input.square()}
-        if module.bias is not None:
+class _LayerGGN:
+    """sum_{c,i} sign_ci (per-sample gradient for column c)**2 for one layer, summed over its calls,
+    accumulated chunk of columns by chunk.
+
+    A Linear layer called once on (B, in) inputs has the closed form (sum_c sign_c δ_c²)ᵀ a²: its
+    squared output gradients are summed over the columns, and the product is taken once, at the end.
+    """
+
+    def __init__(self, module: nn.Module):
+        self.module = module
+        self.sums: dict[str, torch.Tensor] = {}
+        self.outer: tuple[torch.Tensor, torch.Tensor] | None = None  # (sum_c sign_c δ_c² (B, out), input)
+
+    def add(self, calls, signs: torch.Tensor) -> None:
+        module = self.module
+        if len(calls) == 1 and isinstance(module, nn.Linear) and calls[0][0].input.dim() == 2:
+            call, deltas = calls[0]
+            weighted = (deltas.square() * signs[:, :, None]).sum(0)
+            self.outer = (weighted if self.outer is None else self.outer[0] + weighted, call.input)
+            return
+        B = signs.shape[1]
+        # columns per chunk: bounded memory; a convolution takes one kernel call per column anyway,
+        # and one column at a time is then a chunk that needs no stacking
+        step = max(1, (1 << 24) // max(1, B * module.weight.numel())) if isinstance(module, nn.Linear) else 1
+        for c in range(0, signs.shape[0], step):
+            parts = [layer_grads(module, call.input, deltas[c:c + step]) for call, deltas in calls]
+            for kind in parts[0]:
+                g = parts[0][kind] if len(parts) == 1 else sum(part[kind] for part in parts)  # (columns, B, *shape)
+                # squared in place (layer_grads returns fresh tensors), summed with the signs in one product
+                term = signs[c:c + step].reshape(1, -1) @ g.square_().reshape(g.shape[0] * B, -1)
+                self.sums[kind] = self.sums.get(kind, 0) + term.reshape(g.shape[2:])
+
+    def result(self) -> dict[str, torch.Tensor]:
+        if self.outer is None:
+            return self.sums
+        weighted, a = self.outer
+        out = {"weight": weighted.T @ a.square()}
+        if self.module.bias is not None:
             out["bias"] = weighted.sum(0)
         return out
-    out: dict[str, torch.Tensor] = {}
-    B = signs.shape[1]
-    # columns per chunk: bounded memory; a convolution takes one kernel call per column anyway, and
-    # one column at a time is then a chunk that needs no stacking
-    step = max(1, (1 << 24) // max(1, B * module.weight.numel())) if isinstance(module, nn.Linear) else 1
-    for c in range(0, signs.shape[0], step):
-        parts = [layer_grads(module, call.input, deltas[c:c + step]) for call, deltas in calls]
-        for kind in parts[0]:
-            g = parts[0][kind] if len(parts) == 1 else sum(part[kind] for part in parts)  # (columns, B, *shape)
-            # squared in place (layer_grads returns fresh tensors), summed with the signs in one product
-            term = signs[c:c + step].reshape(1, -1) @ g.square_().reshape(g.shape[0] * B, -1)
-            out[kind] = out.get(kind, 0) + term.reshape(g.shape[2:])
-    return out
 
 
 # ---------------------------------------------------------------- piecewise linearity
