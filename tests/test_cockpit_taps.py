@@ -92,8 +92,10 @@ def test_the_faster_kernel_is_timed_once_per_geometry(monkeypatch):
     calls.clear()
     torch.testing.assert_close(layer_grads(module, x, output_grad)["weight"], first)
     assert len(calls) == 1 and len(taps._FASTER) == 1
-    layer_grads(module, x[:2], output_grad[:2])  # another batch size: another geometry, timed anew
+    layer_grads(module, x[:4], output_grad[:4])  # 4 and 5 samples: rounded up to 4 and 8
     assert len(calls) == 5 and len(taps._FASTER) == 2
+    layer_grads(module, torch.randn(7, 3, 7, 6), torch.randn(7, 4, 5, 4))  # rounded up to the first shape
+    assert len(calls) == 6 and len(taps._FASTER) == 2
 
 
 @pytest.mark.parametrize("name", ["strided", "groups", "same_uneven", "conv1d"])

@@ -108,8 +108,11 @@ def _conv_weight_grads(module: nn.Module, a: torch.Tensor, g: torch.Tensor) -> t
     a, padding = _conv_input(module, a)
     if a.dim() == 5:
         return _grouped_weight_grads(module, a, padding, g)
-    key = (tuple(a.shape), tuple(g.shape), tuple(module.weight.shape), tuple(module.stride), padding,
-           tuple(module.dilation), module.groups, a.dtype, a.device)
+    # batch and input sizes rounded up to powers of two: inputs of varying length (sequences, the last
+    # batch of an epoch) share a few timings instead of timing both kernels at every new size
+    sizes = tuple(1 << (n - 1).bit_length() for n in (a.shape[0], *a.shape[2:]))
+    key = (sizes, tuple(module.weight.shape), tuple(module.stride), padding, tuple(module.dilation),
+           module.groups, a.dtype, a.device)
     kernel = _FASTER.get(key)
     if kernel is not None:
         return kernel(module, a, padding, g)
