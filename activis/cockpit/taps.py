@@ -103,7 +103,7 @@ def _conv_weight_grads(module: nn.Module, a: torch.Tensor, g: torch.Tensor) -> t
     Two exact kernels, and which is faster depends on the shapes and the machine (one CPU thread:
     the grouped kernel is 3x faster for 16 -> 32 channels, 5x5, on 14 x 14, and 15x for a depthwise
     convolution; im2col is 2x faster for 128 -> 128 channels, 3x3, on 8 x 8). The first call of a
-    geometry times both (the better of two runs each) and keeps the faster; Conv3d has no im2col.
+    geometry times both and keeps the faster; Conv3d has no im2col.
     """
     a, padding = _conv_input(module, a)
     if a.dim() == 5:
@@ -117,8 +117,8 @@ def _conv_weight_grads(module: nn.Module, a: torch.Tensor, g: torch.Tensor) -> t
     if kernel is not None:
         return kernel(module, a, padding, g)
     timings = {}
-    for kernel in (_grouped_weight_grads, _unfolded_weight_grads):
-        for _ in range(2):
+    for _ in range(3):  # alternating, the best of three each: a burst of load on a shared machine hits both
+        for kernel in (_grouped_weight_grads, _unfolded_weight_grads):
             start = time.perf_counter()
             result = kernel(module, a, padding, g)
             if result.is_cuda:
