@@ -9,10 +9,11 @@ for the two bins beside 0 where nearly all values of a trained network land (the
 
 A row ``x * y_i`` of a Linear layer's per-sample gradient (a scalar times one sample's input) is
 classified from its extreme products alone (rounding is monotone too): all in one band bin, split
-by sign at ``T`` (then counted from the sample's sign counts), mostly so but with a few products
-outside the band (the sign count corrected by enumerating only the sample's inputs large enough to
-leave the band), or anything else (non-finite values, products too small to keep their sign's
-side of ``T``), which is binned product by product.
+by sign at ``T`` (then counted from the sample's sign counts), mostly so but with some products
+outside the band (the sign count corrected by what left the band: in 1D counted per crossed bin
+edge by bisection in the sample's sorted inputs, in 2D by enumerating only the inputs large
+enough to leave it), or anything else (non-finite values, products too small to keep their
+sign's side of ``T``), which is binned product by product.
 
 `persample` imports this module (and numba) on the first histogram; the compiled code is cached
 on disk.
@@ -119,23 +120,24 @@ def _popcount(w):
 
 @_inline
 def _sample_stats(y):
-    """Extremes, the values of each sign closest to 0, sign counts and finiteness of one sample."""
-    ymin, ymax = y[0], y[0]
-    max_neg, min_pos = y[0], y[0]  # meaningful only where n_neg, n_pos > 0: in y's dtype
+    """Extremes, the values of each sign closest to 0, sign counts and finiteness of one sample,
+    in one branch-free (vectorised) pass."""
+    inf = np.full(1, np.inf, dtype=y.dtype)[0]
+    ymin, ymax = inf, -inf
+    max_neg, min_pos = -inf, inf  # meaningful only where n_neg, n_pos > 0: in y's dtype
     n_neg = n_pos = 0
     finite = True
     for b in range(y.size):
         v = y[b]
-        if not np.isfinite(v):
-            finite = False
-        ymin = min(ymin, v)
-        ymax = max(ymax, v)
-        if v < 0:
-            max_neg = v if n_neg == 0 else max(max_neg, v)
-            n_neg += 1
-        elif v > 0:
-            min_pos = v if n_pos == 0 else min(min_pos, v)
-            n_pos += 1
+        finite &= v - v == 0
+        ymin = v if v < ymin else ymin  # comparisons, not min(): they compile to vector min/max
+        ymax = v if v > ymax else ymax
+        n_neg += v < 0
+        n_pos += v > 0
+        neg = v if v < 0 else -inf
+        pos = v if v > 0 else inf
+        max_neg = neg if neg > max_neg else max_neg
+        min_pos = pos if pos < min_pos else min_pos
     return ymin, ymax, max_neg, min_pos, n_neg, n_pos, finite
 
 
@@ -250,64 +252,111 @@ def dense_hist2d(grads, pidx, P, c0, lo, width, hist):
     return nans
 
 
+@_inline
+def _at_least(xa, s, t):
+    """#{j: xa * s[j] >= t} for ascending s, by a branch-free bisection (the rounded products are
+    monotone along s: rising for xa > 0, falling for xa < 0)."""
+    base, size = 0, s.size
+    rising = xa > 0
+    while size > 1:
+        half = size >> 1
+        hit = xa * s[base + half - 1] >= t
+        base += half if hit != rising else 0  # move right while the predicate has not turned
+        size -= half
+    hit = xa * s[base] >= t
+    first = base + (1 if hit != rising else 0)  # the first index where the predicate turns
+    return s.size - first if rising else first
+
+
 @_jit
-def outer_hist1d(x, y, P, c0, lo, width, hist):
-    """Histogram of all products x[i, a] * y[i, b]; returns the number of NaN products."""
+def outer_hist1d(x, y, ys, slot, P, c0, lo, width, hist):
+    """Histogram of all products x[i, a] * y[i, b]; returns the number of NaN products.
+
+    Rows whose products stay in the band count in O(1) by the sign rule, in a branch-free pass
+    (the row classes come in no predictable order). A row with products outside the band counts
+    those by bisection, per bin edge it crosses, in its sample's sorted values ``ys[slot[i]]``
+    (the rounded products of a row are monotone along them), and the rest of the row by the sign
+    rule less what left the band: no product is formed one by one. Samples without a sorted row
+    (``slot[i] < 0``: none of their products can leave the band) never need one.
+    """
     L, T, U = P[c0], P[c0 + 1], P[c0 + 2]
-    reach = min(-np.float64(L), np.float64(U))  # products below it in magnitude stay in the band
     last = P.size - 3
     B, m = x.shape
     n = y.shape[1]
-    classes = np.empty(m, dtype=np.int64)
-    lowers = np.empty(m, dtype=np.int64)
-    listed = np.empty(n, dtype=np.int64)
+    negative_zero = T <= 0  # T <= 0: the lower bin holds opposite signs; T > 0: all but equal signs
+    flagged = np.empty(m, dtype=np.int64)
     bins = np.empty(n, dtype=np.int64)
+    lower = upper = 0  # the two band bins, kept out of memory
     nans = 0
     for i in range(B):
         xi, yi = x[i], y[i]
         ymin, ymax, max_neg, min_pos, n_neg, n_pos, finite = _sample_stats(yi)
-        xmax = np.zeros(1, x.dtype)[0]  # the largest |x| of a corrected row
-        corrected = 0
+        # the sign rule's count and the product nearest T, for x > 0 and for x < 0
+        if negative_zero:
+            cnt_p, near_p, cnt_n, near_n = n_neg, max_neg, n_pos, min_pos
+        else:
+            cnt_p, near_p, cnt_n, near_n = n_pos, min_pos, n_neg, max_neg
+        count = 0
         for a in range(m):
-            c, lw = _row_class(xi[a], ymin, ymax, max_neg, min_pos, n_neg, n_pos, n, L, T, U)
-            if not finite:
-                c = _DIRECT
-            classes[a] = c
-            lowers[a] = lw
-            if c == _CORRECTED:
-                corrected += 1
-                xmax = max(xmax, np.abs(xi[a]))
-        count, ordered = _listed(yi, xmax, reach, listed, corrected) if corrected else (0, False)
-        for a in range(m):
-            c = classes[a]
             xa = xi[a]
-            if c == _LOWER:
-                hist[c0] += n
-            elif c == _UPPER:
-                hist[c0 + 1] += n
-            elif c == _DIRECT:
+            p1, p2 = xa * ymin, xa * ymax
+            lo_p, hi_p = min(p1, p2), max(p1, p2)
+            positive = xa > 0
+            cnt = cnt_p if positive else cnt_n
+            near = xa * (near_p if positive else near_n)
+            if negative_zero:
+                clean = (cnt == 0) | (near < T)
+                rule = cnt
+            else:
+                clean = (cnt == 0) | (near >= T)
+                rule = n - cnt
+            below, above = hi_p < T, lo_p >= T
+            simple = finite & (xa - xa == 0) & (lo_p >= L) & (hi_p < U) & (below | above | clean)
+            lw = n if below else (0 if above else rule)
+            lower += lw if simple else 0
+            upper += n - lw if simple else 0
+            flagged[count] = a
+            count += 0 if simple else 1
+        for k in range(count):
+            a = flagged[k]
+            xa = xi[a]
+            c, lw = _row_class(xa, ymin, ymax, max_neg, min_pos, n_neg, n_pos, n, L, T, U)
+            if not finite or (c == _CORRECTED and slot[i] < 0):
+                c = _DIRECT
+            if c == _DIRECT:
                 nans += _direct_row(xa, yi, lo, width, last, bins)
                 for b in range(n):
                     hist[bins[b]] += 1
-            else:
-                hist[c0] += lowers[a]
-                hist[c0 + 1] += n - lowers[a]
-                if c == _CORRECTED:
-                    for k in range(count):
-                        yb = yi[listed[k]]
-                        if np.abs(xa) * np.abs(yb) < reach:
-                            if ordered:
-                                break  # this and all further products stay in the band
-                            continue
-                        p = xa * yb
-                        if p >= L and p < U:
-                            continue  # in the band: on its sign's side (the row is clean)
-                        if T <= 0:
-                            ruled = c0 if (xa > 0 and yb < 0) or (xa < 0 and yb > 0) else c0 + 1
-                        else:
-                            ruled = c0 + 1 if (xa > 0 and yb > 0) or (xa < 0 and yb < 0) else c0
-                        hist[ruled] -= 1
-                        hist[_bin(p, lo, width, last)] += 1
+                continue
+            above = below = 0
+            if c == _CORRECTED:
+                s = ys[slot[i]]
+                p1, p2 = xa * ymin, xa * ymax
+                lo_p, hi_p = min(p1, p2), max(p1, p2)
+                if hi_p >= U:  # edges P[c0 + 2] .. P[top]: bins c0 + 2 .. top
+                    top = _bin(hi_p, lo, width, last)
+                    above = prev = _at_least(xa, s, U)
+                    for k in range(c0 + 3, top + 1):
+                        now = _at_least(xa, s, P[k])
+                        hist[k - 1] += prev - now
+                        prev = now
+                    hist[top] += prev
+                if lo_p < L:  # edges P[c0] .. P[bottom + 1]: bins c0 - 1 .. bottom
+                    bottom = _bin(lo_p, lo, width, last)
+                    below = prev = n - _at_least(xa, s, L)
+                    for k in range(c0 - 1, bottom, -1):
+                        now = n - _at_least(xa, s, P[k])
+                        hist[k] += prev - now
+                        prev = now
+                    hist[bottom] += prev
+            elif c == _LOWER:
+                lw = n
+            elif c == _UPPER:
+                lw = 0
+            lower += lw - below
+            upper += n - lw - above
+    hist[c0] += lower
+    hist[c0 + 1] += upper
     return nans
 
 

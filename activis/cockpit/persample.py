@@ -89,8 +89,9 @@ class Outer:
             return self._materialised().hist1d(bins)
         x, y = factors if factors[0].shape[1] <= factors[1].shape[1] else factors[::-1]  # rows: the shorter
         P, c0 = bins.band(x.dtype)
+        ys, slot = _sorted_leaving(x, y, P, c0)
         hist = np.zeros(bins.bins + 1, dtype=np.int64)
-        return _counted(hist, _kernels().outer_hist1d(x, y, P, c0, bins.lo, bins.width, hist))
+        return _counted(hist, _kernels().outer_hist1d(x, y, ys, slot, P, c0, bins.lo, bins.width, hist))
 
     def hist2d(self, param: torch.Tensor, gbins: Bins, pbins: Bins) -> torch.Tensor:
         """2D histogram of (u[i, a] * v[i, b], param[a, b]) over all i, a, b."""
@@ -168,6 +169,21 @@ def _factors(u: torch.Tensor, v: torch.Tensor) -> tuple[np.ndarray, np.ndarray] 
     if dtype not in (torch.float32, torch.float64):
         return None
     return _values(u.to(dtype)), _values(v.to(dtype))
+
+
+def _sorted_leaving(x: np.ndarray, y: np.ndarray, P: np.ndarray, c0: int) -> tuple[np.ndarray, np.ndarray]:
+    """The sorted rows of y of the samples some of whose products x * y can leave the histogram's
+    band (a superset: |x| |y| within a rounding of the band's reach), and each sample's row in them
+    (-1: none). numpy sorts all rows at once several times faster than a compiled loop per row."""
+    reach = min(-float(P[c0]), float(P[c0 + 2]))
+    with np.errstate(invalid="ignore", over="ignore"):
+        spread = np.abs(x).max(1).astype(np.float64) * np.abs(y).max(1)
+    leaving = np.flatnonzero(~(spread < reach * (1 - 1e-6)))  # NaN and inf count as leaving
+    slot = np.full(x.shape[0], -1, dtype=np.int64)
+    slot[leaving] = np.arange(leaving.size)
+    if leaving.size == 0:
+        return np.empty((1, y.shape[1]), dtype=y.dtype), slot
+    return np.sort(y[leaving], axis=1), slot
 
 
 def _param_bins(param: torch.Tensor, bins: Bins) -> np.ndarray:
