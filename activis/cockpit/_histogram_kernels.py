@@ -142,6 +142,19 @@ def _sample_stats(y):
 
 
 @_inline
+def _sorted_stats(s):
+    """`_sample_stats` of a sample from its sorted values (NaN sorts last), by bisection."""
+    n = s.size
+    n_neg = np.searchsorted(s, 0, side="left")
+    n_pos = n - np.searchsorted(s, 0, side="right")
+    inf = np.full(1, np.inf, dtype=s.dtype)[0]
+    max_neg = s[n_neg - 1] if n_neg > 0 else -inf
+    min_pos = s[n - n_pos] if n_pos > 0 else inf
+    finite = (s[0] - s[0] == 0) & (s[n - 1] - s[n - 1] == 0)
+    return s[0], s[n - 1], max_neg, min_pos, n_neg, n_pos, finite
+
+
+@_inline
 def _row_class(x, ymin, ymax, max_neg, min_pos, n_neg, n_pos, n, L, T, U):
     """Class of the row x * y and its count in the lower band bin under the sign rule.
 
@@ -284,20 +297,22 @@ def outer_hist1d(x, y, ys, slot, P, c0, lo, width, hist):
     B, m = x.shape
     n = y.shape[1]
     negative_zero = T <= 0  # T <= 0: the lower bin holds opposite signs; T > 0: all but equal signs
-    flagged = np.empty(m, dtype=np.int64)
+    simple_rows = np.empty(m, dtype=np.bool_)
     bins = np.empty(n, dtype=np.int64)
     lower = upper = 0  # the two band bins, kept out of memory
     nans = 0
     for i in range(B):
         xi, yi = x[i], y[i]
-        ymin, ymax, max_neg, min_pos, n_neg, n_pos, finite = _sample_stats(yi)
+        if slot[i] >= 0:
+            ymin, ymax, max_neg, min_pos, n_neg, n_pos, finite = _sorted_stats(ys[slot[i]])
+        else:
+            ymin, ymax, max_neg, min_pos, n_neg, n_pos, finite = _sample_stats(yi)
         # the sign rule's count and the product nearest T, for x > 0 and for x < 0
         if negative_zero:
             cnt_p, near_p, cnt_n, near_n = n_neg, max_neg, n_pos, min_pos
         else:
             cnt_p, near_p, cnt_n, near_n = n_pos, min_pos, n_neg, max_neg
-        count = 0
-        for a in range(m):
+        for a in range(m):  # branch-free: vectorised
             xa = xi[a]
             p1, p2 = xa * ymin, xa * ymax
             lo_p, hi_p = min(p1, p2), max(p1, p2)
@@ -315,10 +330,10 @@ def outer_hist1d(x, y, ys, slot, P, c0, lo, width, hist):
             lw = n if below else (0 if above else rule)
             lower += lw if simple else 0
             upper += n - lw if simple else 0
-            flagged[count] = a
-            count += 0 if simple else 1
-        for k in range(count):
-            a = flagged[k]
+            simple_rows[a] = simple
+        for a in range(m):
+            if simple_rows[a]:
+                continue
             xa = xi[a]
             c, lw = _row_class(xa, ymin, ymax, max_neg, min_pos, n_neg, n_pos, n, L, T, U)
             if not finite or (c == _CORRECTED and slot[i] < 0):
