@@ -7,7 +7,7 @@ representations cover every layer:
 * `Outer`: a Linear weight seen once with a (B, in) input has g_i = u_i v_iᵀ, where u_i is the
   output gradient of the per-sample loss and v_i the layer input. Every reduction has a closed
   form from u and v that costs about one matrix product, and the histograms are counted exactly
-  without forming most products (see `_histogram_kernels`).
+  without forming most products (see `_kernels`).
 * `Dense`: any other parameter, with its per-sample gradients materialised as a (B, *shape)
   tensor (a convolution through unfolded inputs, a bias, the ``torch.func`` fallback).
 
@@ -47,7 +47,7 @@ class Bins:
 
     def band(self, dtype: np.dtype) -> tuple[np.ndarray, int]:
         """Exact thresholds of the bins for values of ``dtype``, and the lower bin beside 0."""
-        from ._histogram_kernels import band
+        from ._kernels import band
 
         return band(self.bins, self.lo, self.width, np.dtype(dtype).str)
 
@@ -149,9 +149,9 @@ class Dense:
 
 
 def _kernels():
-    from . import _histogram_kernels  # numba is imported (and the kernels loaded) on the first histogram
+    from . import _kernels  # numba is imported (and the kernels loaded) on the first histogram
 
-    return _histogram_kernels
+    return _kernels
 
 
 def _values(t: torch.Tensor) -> np.ndarray:

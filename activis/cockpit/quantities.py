@@ -84,7 +84,7 @@ class Distance(Quantity):
     aggregate = "norm"
 
     def compute(self, ctx):
-        return ctx.difference(ctx.initial_params)[1]
+        return ctx.distances(ctx.initial_params)
 
 
 class UpdateSize(TwoStepQuantity):
@@ -96,7 +96,7 @@ class UpdateSize(TwoStepQuantity):
         return ctx.snapshot()
 
     def finish(self, state, ctx):
-        return ctx.difference(state)[1]
+        return ctx.distances(state)
 
 
 def _noise(ctx):
@@ -240,8 +240,7 @@ class Alpha(TwoStepQuantity):
 
     def finish(self, state, ctx):
         end = _alpha_end(ctx)
-        direction, norms = ctx.difference(state["params"])
-        tau = math.sqrt(sum(n * n for n in norms))
+        tau = math.sqrt(sum(n * n for n in ctx.distances(state["params"])))
         if tau == 0.0:
             return -1.0
         start_ps, end_ps = state["per_sample"], end["per_sample"]
@@ -252,6 +251,7 @@ class Alpha(TwoStepQuantity):
             s0 = -state["dots_mean"] / gnorm
             s1 = -sum(ps.dot_mean(of=old).double() for ps, old in zip(end_ps, start_ps)) / gnorm
         else:
+            direction = ctx.difference(state["params"])
             s0 = sum(ps.dot(d).double() for ps, d in zip(start_ps, direction)) / tau
             s1 = sum(ps.dot(d).double() for ps, d in zip(end_ps, direction)) / tau
         return fit_alpha(tau, (state["loss"], end["loss"]), (state["loss_var"], end["loss_var"]),
