@@ -470,8 +470,7 @@ def outer_hist2d(x, y, pidx, P, c0, lo, width, hist):
 
 
 def _squared_distance(a, b):
-    """sum((a - b)**2) in float64 in one pass over both (fastmath: the sum may be reordered, and so
-    vectorised): about twice as fast as torch.dist, which forms the difference first."""
+    """sum((a - b)**2) in float64, in one pass over both."""
     total = 0.0
     for k in range(a.size):
         d = np.float64(a[k]) - np.float64(b[k])
@@ -479,4 +478,14 @@ def _squared_distance(a, b):
     return total
 
 
-squared_distance = _jit(_squared_distance, fastmath=True)
+def _ratio_sum(num, den, eps):
+    """sum(num / (den + eps)) in float64."""
+    total = 0.0
+    for k in range(num.size):
+        total += np.float64(num[k]) / (np.float64(den[k]) + eps)
+    return total
+
+
+# reassociation only: the sums may be reordered (and so vectorised), every term is IEEE
+squared_distance = _jit(_squared_distance, fastmath={"reassoc", "nsz"})
+ratio_sum = _jit(_ratio_sum, fastmath={"reassoc", "nsz"})

@@ -24,13 +24,13 @@ reason is kept in ``cockpit.skipped`` and in the log; it is never faked.
 from __future__ import annotations
 
 import inspect
-import math
 import warnings
 from collections.abc import Iterable
 
 import torch
 from torch import nn
 
+from .fused import distance
 from .hessian import (
     HessianOperator,
     full_diagonal,
@@ -89,7 +89,7 @@ class StepContext:
 
     def distances(self, other: list[torch.Tensor]) -> list[float]:
         """||theta - other|| per parameter, without forming the difference (one pass, no memory)."""
-        return self._cached(("distances", id(other)), lambda: [_distance(p, o) for p, o in zip(self.params, other)])
+        return self._cached(("distances", id(other)), lambda: [distance(p, o) for p, o in zip(self.params, other)])
 
     def difference(self, other: list[torch.Tensor]) -> list[torch.Tensor]:
         """theta - other per parameter."""
@@ -221,15 +221,6 @@ class StepContext:
         if len({g["lr"] for g in groups}) > 1:
             raise Unavailable(f"{name} needs one learning rate for all parameter groups")
         return float(groups[0]["lr"])
-
-
-def _distance(a: torch.Tensor, b: torch.Tensor) -> float:
-    """||a - b||: compiled on the CPU (memory-bound: one pass over both), torch.dist elsewhere."""
-    if a.device.type != "cpu" or a.dtype not in (torch.float32, torch.float64) or a.dtype != b.dtype:
-        return float(torch.dist(a, b))
-    from ._kernels import squared_distance
-
-    return math.sqrt(squared_distance(a.reshape(-1).numpy(), b.reshape(-1).numpy()))
 
 
 class Cockpit:

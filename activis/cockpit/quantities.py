@@ -15,6 +15,7 @@ import math
 import numpy as np
 import torch
 
+from .fused import ratio_sum
 from .persample import Bins
 from .schedules import Schedule, linear
 from .taps import Unavailable
@@ -304,9 +305,7 @@ class TICDiag(Quantity):
         self.epsilon = epsilon
 
     def compute(self, ctx):
-        B = ctx.batch_size
-        return sum(float((s / B / (d + self.epsilon)).sum(dtype=torch.float64))
-                   for s, d in zip(ctx.sum_sq(), ctx.hess_diag()))
+        return sum(ratio_sum(s, d, self.epsilon) for s, d in zip(ctx.sum_sq(), ctx.hess_diag())) / ctx.batch_size
 
 
 class TICTrace(Quantity):
