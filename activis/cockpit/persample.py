@@ -122,7 +122,7 @@ class Dense:
         return self.grads.reshape(self.batch_size, -1)
 
     def sq_norms(self) -> torch.Tensor:
-        return self._flat().square().sum(1)
+        return torch.linalg.vector_norm(self._flat(), dim=1).square()  # no (B, D) temporary of squares
 
     def dot(self, direction: torch.Tensor) -> torch.Tensor:
         return self._flat() @ direction.reshape(-1)

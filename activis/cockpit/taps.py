@@ -243,9 +243,12 @@ class Taps:
             if single:  # the bias of a Linear layer: its per-sample gradients are the output gradients
                 result[index] = Dense(calls[0].grad * batch_size)
                 continue
-            if id(layer) not in cache:
+            if id(layer) not in cache:  # summed over the calls and scaled in place: fresh tensors
                 parts = [layer_grads(layer.module, c.input, c.grad) for c in calls]
-                cache[id(layer)] = {k: sum(part[k] for part in parts) * batch_size for k in parts[0]}
+                for part in parts[1:]:
+                    for k, g in part.items():
+                        parts[0][k] += g
+                cache[id(layer)] = {k: g.mul_(batch_size) for k, g in parts[0].items()}
             result[index] = Dense(cache[id(layer)][kind])
         return result
 
