@@ -136,15 +136,21 @@ def bench(name, factory, data, rounds, warmup=5):
                 print(f"  skipped in {runner.cockpit.log.run}: {runner.cockpit.skipped}")
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--rounds", type=int, default=30)
+def arguments(doc: str, rounds: int) -> argparse.Namespace:
+    """``--rounds`` and ``--threads`` (set on torch), shared by the cockpit's benchmarks."""
+    parser = argparse.ArgumentParser(description=doc.split("\n")[0])
+    parser.add_argument("--rounds", type=int, default=rounds)
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
-    warnings.filterwarnings("ignore", message="Using backward\\(\\) with create_graph=True")
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {args.rounds} rounds")
+    return args
+
+
+def main():
+    warnings.filterwarnings("ignore", message="Using backward\\(\\) with create_graph=True")
+    args = arguments(__doc__, rounds=30)
     data = digits_28(8)
     bench("MLP", mlp, data, args.rounds)
     bench("CNN", cnn, data, args.rounds)

@@ -22,13 +22,12 @@ both alike; medians are compared.
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import time
 
 import torch
 import torch.nn.functional as F
-from bench_cockpit import BATCH, cnn, digits_28, mlp
+from bench_cockpit import BATCH, arguments, cnn, digits_28, mlp
 from torch import nn
 
 from activis.cockpit import hessian
@@ -205,13 +204,7 @@ def bench_ggn(name, factory, x, y, rounds):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--rounds", type=int, default=10)
-    parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
-    args = parser.parse_args()
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {args.rounds} rounds")
+    args = arguments(__doc__, rounds=10)
     x, y = digits_28(1)[0]
     assert x.shape[0] == BATCH
     bench_conv_grads(x, y, args.rounds)
