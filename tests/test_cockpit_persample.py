@@ -169,3 +169,34 @@ def test_all_large_products_cost_no_more_than_materialising_them():
 
     materialised = best(lambda: Dense(u[:, :, None] * v[:, None, :]).hist1d(bins))
     assert best(lambda: outer.hist1d(bins)) < 3 * materialised + 0.01
+
+
+@pytest.mark.parametrize("threads", [2, 3])
+def test_histograms_on_several_threads_count_what_one_thread_counts(monkeypatch, threads):
+    """Large histograms run on torch's thread count, samples (or values) split between threads."""
+    import numba
+
+    from activis.cockpit import persample
+
+    if numba.get_num_threads() < 2:
+        pytest.skip("numba has one thread here")
+    u, v = factors(0, 0.3, True, (37, 11, 50))  # 37 samples: uneven slices
+    before = torch.get_num_threads()
+    serial = [Outer(u, v).hist1d(RANGES[0]), Dense(u[:, :, None] * v[:, None, :]).hist1d(RANGES[1])]
+    calls = []
+    monkeypatch.setattr(persample, "_PARALLEL_WORK", 0)
+    kernels = persample._kernels()
+    for name in ("outer_hist1d_split", "dense_hist1d_split"):
+        kernel = getattr(kernels, name)
+        monkeypatch.setattr(kernels, name, lambda *a, kernel=kernel, name=name: calls.append((name, a[-1]))
+                            or kernel(*a))
+    try:
+        torch.set_num_threads(threads)
+        split = [Outer(u, v).hist1d(RANGES[0]), Dense(u[:, :, None] * v[:, None, :]).hist1d(RANGES[1])]
+    finally:
+        torch.set_num_threads(before)
+    chunks = min(threads, numba.get_num_threads())
+    assert calls == [("outer_hist1d_split", chunks), ("dense_hist1d_split", chunks)]
+    for a, b in zip(serial, split):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+    assert int(split[0].sum()) == 37 * 11 * 50

@@ -469,6 +469,35 @@ def outer_hist2d(x, y, pidx, P, c0, lo, width, hist):
     return nans
 
 
+def _dense_hist1d_split(flat, P, c0, lo, width, hist, chunks):
+    """`dense_hist1d` on ``chunks`` slices at once, one thread each."""
+    parts = np.zeros((chunks, hist.size), dtype=np.int64)
+    nans = np.zeros(chunks, dtype=np.int64)
+    for c in numba.prange(chunks):
+        nans[c] = dense_hist1d(flat[c * flat.size // chunks:(c + 1) * flat.size // chunks], P, c0, lo, width,
+                               parts[c])
+    for c in range(chunks):
+        hist += parts[c]
+    return nans.sum()
+
+
+def _outer_hist1d_split(x, y, ys, slot, P, c0, lo, width, hist, chunks):
+    """`outer_hist1d` on ``chunks`` slices of the samples at once, one thread each."""
+    parts = np.zeros((chunks, hist.size), dtype=np.int64)
+    nans = np.zeros(chunks, dtype=np.int64)
+    B = x.shape[0]
+    for c in numba.prange(chunks):
+        first, stop = c * B // chunks, (c + 1) * B // chunks
+        nans[c] = outer_hist1d(x[first:stop], y[first:stop], ys, slot[first:stop], P, c0, lo, width, parts[c])
+    for c in range(chunks):
+        hist += parts[c]
+    return nans.sum()
+
+
+dense_hist1d_split = _jit(_dense_hist1d_split, parallel=True)
+outer_hist1d_split = _jit(_outer_hist1d_split, parallel=True)
+
+
 def _squared_distance(a, b):
     """sum((a - b)**2) in float64, in one pass over both."""
     total = 0.0

@@ -19,6 +19,7 @@ Both representations count bit for bit the same; compiled loops (numba) do the c
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -91,7 +92,8 @@ class Outer:
         P, c0 = bins.band(x.dtype)
         ys, slot = _sorted_leaving(x, y, P, c0)
         hist = np.zeros(bins.bins + 1, dtype=np.int64)
-        return _counted(hist, _kernels().outer_hist1d(x, y, ys, slot, P, c0, bins.lo, bins.width, hist))
+        return _counted(hist, _split("outer_hist1d", x.shape[0] * (x.shape[1] + y.shape[1]),
+                                     x, y, ys, slot, P, c0, bins.lo, bins.width, hist))
 
     def hist2d(self, param: torch.Tensor, gbins: Bins, pbins: Bins) -> torch.Tensor:
         """2D histogram of (u[i, a] * v[i, b], param[a, b]) over all i, a, b."""
@@ -137,7 +139,7 @@ class Dense:
         flat = _values(self.grads.reshape(-1))
         P, c0 = bins.band(flat.dtype)
         hist = np.zeros(bins.bins + 1, dtype=np.int64)
-        return _counted(hist, _kernels().dense_hist1d(flat, P, c0, bins.lo, bins.width, hist))
+        return _counted(hist, _split("dense_hist1d", flat.size, flat, P, c0, bins.lo, bins.width, hist))
 
     def hist2d(self, param: torch.Tensor, gbins: Bins, pbins: Bins) -> torch.Tensor:
         grads = _values(self._flat())
@@ -152,6 +154,20 @@ def _kernels():
     from . import _kernels  # numba is imported (and the kernels loaded) on the first histogram
 
     return _kernels
+
+
+_PARALLEL_WORK = 1 << 16  # values or rows below which a thread costs more than it saves
+_parallel_lock = threading.Lock()  # numba's thread pool serves one parallel call at a time
+
+
+def _split(kernel: str, work: int, *args) -> int:
+    """Run a histogram kernel on as many threads as torch uses (one: the kernel itself)."""
+    kernels = _kernels()
+    threads = min(torch.get_num_threads(), kernels.numba.get_num_threads())
+    if threads < 2 or work < _PARALLEL_WORK:
+        return getattr(kernels, kernel)(*args)
+    with _parallel_lock:
+        return getattr(kernels, kernel + "_split")(*args, threads)
 
 
 def _values(t: torch.Tensor) -> np.ndarray:
