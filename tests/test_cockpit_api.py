@@ -194,3 +194,23 @@ def test_alpha_is_minus_one_without_a_step_and_signals_overshooting():
             opt.step()
         alphas = cockpit.log.frame()["Alpha"].dropna()
         assert len(alphas) == 5 and all(math.copysign(1, a) == sign for a in alphas)
+
+
+def test_costs_count_each_quantity_and_shared_reduction_once():
+    import time
+
+    model = mlp()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    cockpit = Cockpit(model, [Q.Alpha(), Q.InnerTest(), Q.HessTrace(schedules.linear(2)), Q.Loss()],
+                      optimizer=opt)
+    start = time.perf_counter()
+    train(model, cockpit, opt, batches(5), form="call")
+    wall = time.perf_counter() - start
+    costs = cockpit.costs().set_index("name")
+    assert {"Alpha", "InnerTest", "HessTrace", "Loss", "per_sample", "dots_mean", "hess_diag"} <= set(costs.index)
+    assert costs.loc["Alpha", "calls"] == 9  # started at 5 steps, finished at 4
+    assert costs.loc["HessTrace", "calls"] == 3 and costs.loc["per_sample", "calls"] == 5
+    assert costs.loc["per_sample", "shared"] and not costs.loc["Alpha", "shared"]
+    assert (costs[["first_ms", "mean_ms", "total_s"]] >= 0).all().all()
+    # nested blocks are not counted twice: the parts add up to no more than the whole loop
+    assert costs["total_s"].sum() <= wall

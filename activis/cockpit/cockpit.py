@@ -23,7 +23,9 @@ reason is kept in ``cockpit.skipped`` and in the log; it is never faked.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
+import time
 import warnings
 from collections.abc import Iterable
 
@@ -97,10 +99,11 @@ class StepContext:
 
     def _cached(self, key, compute):
         if key not in self._cache:
-            try:
-                self._cache[key] = compute()
-            except Unavailable as e:
-                self._cache[key] = e
+            with self.cockpit._costs.timed(key[0] if isinstance(key, tuple) else key, shared=True):
+                try:
+                    self._cache[key] = compute()
+                except Unavailable as e:
+                    self._cache[key] = e
         value = self._cache[key]
         if isinstance(value, Unavailable):
             raise value
@@ -262,6 +265,7 @@ class Cockpit:
         self._step_watch: dict | None = None
         self._pending: tuple[int, list] | None = None
         self._next_step = 0
+        self._costs = _Costs()
         meta = {
             "run": run or (str(log_dir) if log_dir is not None else "run"),
             "model": type(model).__name__,
@@ -343,6 +347,14 @@ class Cockpit:
         self._next_step = step + 1
         return loss
 
+    def costs(self):
+        """What the tracking has cost so far, as a DataFrame: per quantity, and per reduction that
+        several quantities share (per-sample gradients, the Hessian diagonal, ...; counted once, apart
+        from the quantities that use it), the calls, the first call's time (it compiles and warms
+        up), the mean of the later calls and the total. Use it to choose schedules: the expensive
+        instruments can be tracked less often."""
+        return self._costs.frame()
+
     def log_metrics(self, step: int, **values: float) -> None:
         """Record other per-step numbers (accuracy, validation loss, ...) next to the quantities."""
         bad = [k for k in values if k in QUANTITIES]
@@ -421,6 +433,44 @@ class Cockpit:
             warnings.warn(f"Cockpit: {name} skipped: {reason}", stacklevel=4)
             self.skipped[name] = reason
         values.setdefault("_skipped", {})[name] = reason
+
+
+class _Costs:
+    """Wall time of each quantity and shared reduction, each block's own: time spent in blocks nested
+    inside it (a reduction first needed by a quantity) is counted for them, not twice. The first call
+    is kept apart: it compiles and warms up."""
+
+    def __init__(self):
+        self.first: dict[str, float] = {}
+        self.later: dict[str, float] = {}
+        self.calls: dict[str, int] = {}
+        self.shared: set[str] = set()
+        self._counted = 0.0  # seconds already attributed: nested blocks subtract what they add
+
+    @contextlib.contextmanager
+    def timed(self, name: str, shared: bool = False):
+        start, counted = time.perf_counter(), self._counted
+        try:
+            yield
+        finally:
+            own = time.perf_counter() - start - (self._counted - counted)
+            self._counted += own
+            if name in self.first:
+                self.later[name] = self.later.get(name, 0.0) + own
+            else:
+                self.first[name] = own
+            self.calls[name] = self.calls.get(name, 0) + 1
+            if shared:
+                self.shared.add(name)
+
+    def frame(self):
+        import pandas as pd
+
+        rows = [{"name": n, "shared": n in self.shared, "calls": self.calls[n], "first_ms": 1e3 * first,
+                 "mean_ms": 1e3 * self.later[n] / (self.calls[n] - 1) if n in self.later else float("nan"),
+                 "total_s": first + self.later.get(n, 0.0)} for n, first in self.first.items()]
+        frame = pd.DataFrame(rows, columns=["name", "shared", "calls", "first_ms", "mean_ms", "total_s"])
+        return frame.sort_values("mean_ms", ascending=False, ignore_index=True)
 
 
 class _Tracking:
@@ -521,6 +571,7 @@ class _Tracking:
 
     def _run(self, q: Quantity, values: dict, compute) -> None:
         try:
-            compute()
+            with self.cockpit._costs.timed(q.name):
+                compute()
         except Unavailable as e:
             self.cockpit._skip(q.name, str(e), values)
