@@ -69,7 +69,7 @@ def power_iteration(op: HessianOperator, start: list[torch.Tensor] | None = None
     for _ in range(maxiter):
         new = op.flat_matvec(vec)
         new_eigval = vec @ new
-        vec = new / new.norm()
+        vec = new.div_(new.norm())  # in place: a fresh vector costs more than the division
         if torch.allclose(eigval, new_eigval, rtol=rtol, atol=atol):
             return float(new_eigval), op.split(vec)
         eigval = new_eigval
