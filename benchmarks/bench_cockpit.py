@@ -126,7 +126,7 @@ def bench(name, factory, data, rounds, warmup=5):
             maxev = next((q for q in tracked[c].cockpit.quantities if q.name == "HessMaxEV"), None)
             if maxev is not None:
                 extra = f"  (last step: {maxev.products} Hessian-vector products)"
-            print(f"  {c:<20} {med * 1e3:7.1f} ms   {med / base:5.2f}x{extra}")
+            print(f"  {c:<20} {med * 1e3:7.1f} ms   {med / base:5.2f}x   (+{(med - base) * 1e3:.1f} ms){extra}")
         hvp = hvp_seconds(plain.model, data[0])
         print(f"  one Hessian-vector product (double backward): {hvp * 1e3:.1f} ms = {hvp / base:.2f} plain steps;"
               " the reference's stopping rule needs at least 2 per tracked step")
