@@ -178,7 +178,7 @@ def test_histograms_on_several_threads_count_what_one_thread_counts(monkeypatch,
 
     from activis.cockpit import persample
 
-    if numba.get_num_threads() < 2:
+    if numba.config.NUMBA_NUM_THREADS < 2:
         pytest.skip("numba has one thread here")
     u, v = factors(0, 0.3, True, (37, 11, 50))  # 37 samples: uneven slices
     before = torch.get_num_threads()
@@ -193,10 +193,32 @@ def test_histograms_on_several_threads_count_what_one_thread_counts(monkeypatch,
     try:
         torch.set_num_threads(threads)
         split = [Outer(u, v).hist1d(RANGES[0]), Dense(u[:, :, None] * v[:, None, :]).hist1d(RANGES[1])]
+        assert torch.get_num_threads() == threads  # numba's thread pool leaves torch's setting alone
     finally:
         torch.set_num_threads(before)
-    chunks = min(threads, numba.get_num_threads())
+    chunks = min(threads, numba.config.NUMBA_NUM_THREADS)
     assert calls == [("outer_hist1d_split", chunks), ("dense_hist1d_split", chunks)]
     for a, b in zip(serial, split):
         np.testing.assert_array_equal(a.numpy(), b.numpy())
     assert int(split[0].sum()) == 37 * 11 * 50
+
+
+def test_histograms_leave_torchs_thread_count_alone():
+    """numba's OpenMP pool shares the runtime with torch: starting it once set torch's thread count
+    to numba's (a fresh process shows it: 1 became 2, so a one-thread training ran on two)."""
+    import subprocess
+    import sys
+
+    script = """if True:
+        import torch
+        from activis.cockpit.persample import Bins, Dense, Outer
+        bins = Bins(100, -2.0, 2.0)
+        for threads in (1, 2, 1):
+            torch.set_num_threads(threads)
+            Dense(torch.randn(300, 400)).hist1d(bins)
+            Outer(torch.randn(300, 200), torch.randn(300, 400)).hist1d(bins)
+            print(torch.get_num_threads(), end=" ")
+    """
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["1", "2", "1"]

@@ -161,13 +161,21 @@ _parallel_lock = threading.Lock()  # numba's thread pool serves one parallel cal
 
 
 def _split(kernel: str, work: int, *args) -> int:
-    """Run a histogram kernel on as many threads as torch uses (one: the kernel itself)."""
+    """Run a histogram kernel on as many threads as torch uses (one: the kernel itself).
+
+    numba's OpenMP pool shares the OpenMP runtime with torch, and starting it sets the runtime's
+    thread count to numba's: torch's own setting is put back after every parallel call."""
     kernels = _kernels()
-    threads = min(torch.get_num_threads(), kernels.numba.get_num_threads())
+    torch_threads = torch.get_num_threads()
+    threads = min(torch_threads, kernels.numba.config.NUMBA_NUM_THREADS)  # the config: starts no pool
     if threads < 2 or work < _PARALLEL_WORK:
         return getattr(kernels, kernel)(*args)
     with _parallel_lock:
-        return getattr(kernels, kernel + "_split")(*args, threads)
+        try:
+            return getattr(kernels, kernel + "_split")(*args, threads)
+        finally:
+            if torch.get_num_threads() != torch_threads:
+                torch.set_num_threads(torch_threads)
 
 
 def _values(t: torch.Tensor) -> np.ndarray:
