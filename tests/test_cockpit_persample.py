@@ -147,10 +147,9 @@ def test_nan_gradients_make_the_histogram_unavailable():
     np.testing.assert_array_equal(Outer(u, v).hist1d(bins).numpy(), reference_1d(u[:, :, None] * v[:, None, :], bins))
 
 
-def test_all_large_products_cost_no_more_than_materialising_them():
-    """Unnormalised inputs (x 255): most products beyond the range, each row crossing many bins."""
-    import time
-
+def test_all_large_products_are_counted_exactly():
+    """Unnormalised inputs (x 255): most products beyond the range, each row crossing many bins
+    (their cost, against materialising them, is in benchmarks/bench_histograms.py)."""
     g = torch.Generator().manual_seed(0)
     u = torch.randn(64, 128, generator=g) * 0.05
     v = torch.rand(64, 400, generator=g) * 255
@@ -158,17 +157,6 @@ def test_all_large_products_cost_no_more_than_materialising_them():
     outer, dense = Outer(u, v), Dense(u[:, :, None] * v[:, None, :])
     np.testing.assert_array_equal(outer.hist1d(bins).numpy(), dense.hist1d(bins).numpy())
     assert outer.hist1d(bins)[[0, -1]].sum() > 0.5 * u.numel() * v.shape[1]
-
-    def best(f):
-        times = []
-        for _ in range(3):
-            start = time.perf_counter()
-            f()
-            times.append(time.perf_counter() - start)
-        return min(times)
-
-    materialised = best(lambda: Dense(u[:, :, None] * v[:, None, :]).hist1d(bins))
-    assert best(lambda: outer.hist1d(bins)) < 3 * materialised + 0.01
 
 
 @pytest.mark.parametrize("threads", [2, 3])
