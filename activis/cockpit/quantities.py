@@ -58,6 +58,16 @@ class TwoStepQuantity(Quantity):
         raise NotImplementedError
 
 
+class _Damped(Quantity):
+    """A quantity with ``epsilon`` added to a denominator (the reference's default per quantity)."""
+
+    default_epsilon = 1e-5
+
+    def __init__(self, schedule: Schedule | None = None, epsilon: float | None = None):
+        super().__init__(schedule)
+        self.epsilon = self.default_epsilon if epsilon is None else epsilon
+
+
 def _total(values) -> float:
     return float(sum(float(v) for v in values))
 
@@ -147,14 +157,12 @@ class CABS(Quantity):
         return lr * (float(sq.sum()) - B * g2) / (B * ctx.loss)
 
 
-class EarlyStopping(Quantity):
+class EarlyStopping(_Damped):
     """1 - B (1/D) sum_d g_d**2 / (s_d**2 + eps), s_d**2 the unbiased per-element variance. Plain SGD only."""
 
     per_sample = True
 
-    def __init__(self, schedule=None, epsilon: float = 1e-5):
-        super().__init__(schedule)
-        self.epsilon = epsilon
+    default_epsilon = 1e-5
 
     def compute(self, ctx):
         ctx.plain_sgd_lr(self.name)
@@ -167,14 +175,12 @@ class EarlyStopping(Quantity):
         return 1 - B * total / ctx.dim
 
 
-class MeanGSNR(Quantity):
+class MeanGSNR(_Damped):
     """(1/D) sum_d g_d**2 / (M_d - g_d**2 + eps): the mean gradient signal-to-noise ratio."""
 
     per_sample = True
 
-    def __init__(self, schedule=None, epsilon: float = 1e-5):
-        super().__init__(schedule)
-        self.epsilon = epsilon
+    default_epsilon = 1e-5
 
     def compute(self, ctx):
         total = 0.0
@@ -294,29 +300,25 @@ class HessTrace(Quantity):
         return [float(d.sum()) for d in ctx.hess_diag()]
 
 
-class TICDiag(Quantity):
+class TICDiag(_Damped):
     """sum_d M_d / (diag(H)_d + eps): the Takeuchi information criterion, diagonal form."""
 
     per_sample = True
     curvature = True
 
-    def __init__(self, schedule=None, epsilon: float = 1e-7):
-        super().__init__(schedule)
-        self.epsilon = epsilon
+    default_epsilon = 1e-7
 
     def compute(self, ctx):
         return sum(ratio_sum(s, d, self.epsilon) for s, d in zip(ctx.sum_sq(), ctx.hess_diag())) / ctx.batch_size
 
 
-class TICTrace(Quantity):
+class TICTrace(_Damped):
     """(sum_d M_d) / (sum_d diag(H)_d + eps): the Takeuchi information criterion, trace form."""
 
     per_sample = True
     curvature = True
 
-    def __init__(self, schedule=None, epsilon: float = 1e-7):
-        super().__init__(schedule)
-        self.epsilon = epsilon
+    default_epsilon = 1e-7
 
     def compute(self, ctx):
         moment = _total(s.sum(dtype=torch.float64) for s in ctx.sum_sq()) / ctx.batch_size
