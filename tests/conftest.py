@@ -154,7 +154,7 @@ def page(browser, lab, request):
     pg.set_default_timeout(60_000)
     logs = []
     pg.on("console", lambda m: logs.append(f"console.{m.type}: {m.text}"))
-    pg.on("pageerror", lambda e: logs.append(f"pageerror: {e}"))
+    pg.on("pageerror", lambda e: logs.append(f"pageerror: {e}\n{e.stack}"))
     pg.on("requestfailed", lambda r: logs.append(f"requestfailed: {r.url} {r.failure}"))
     pg.console_log = logs
     # Enforce "no network but the local Jupyter server" and record what tried to leave.

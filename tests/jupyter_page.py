@@ -92,3 +92,16 @@ def open_cells(page, lab, name, sources):
     write_notebook(lab.root_dir / name, sources)
     panel, _ = open_notebook(page, lab, name)
     return panel
+
+
+def change_theme(page, dark: bool, timeout=30_000):
+    """Switch JupyterLab's theme and wait until it is applied and its splash screen is gone.
+
+    JupyterLab shows a splash while a theme loads and removes it 200 ms after; a second switch inside
+    that window makes its own removal fail ("removeChild ... not a child of this node", a page error).
+    """
+    theme = "JupyterLab Dark" if dark else "JupyterLab Light"
+    page.evaluate("(name) => { window.jupyterapp.commands.execute('apputils:change-theme', {theme: name}); }", theme)
+    page.wait_for_function(f"() => document.body.dataset.jpThemeLight === '{'false' if dark else 'true'}'",
+                           timeout=timeout)
+    page.wait_for_function("() => !document.getElementById('jupyterlab-splash')", timeout=timeout)

@@ -7,7 +7,7 @@ import pytest
 
 from activis.store import LayerSpec, write_store
 from conftest import ARTIFACTS, TIMINGS
-from jupyter_page import open_cells, python_result, run_cell
+from jupyter_page import change_theme, open_cells, python_result, run_cell
 
 pytestmark = pytest.mark.browser
 
@@ -169,16 +169,14 @@ def test_activation_matrix_round_trip(lab, page):
             const c = el.querySelector('canvas.av-legend'); const d = c.getContext('2d').getImageData(80, 5, 1, 1).data;
             return [d[0], d[1], d[2]]; }""", view.element_handle())
     light = zero_colour()
-    page.evaluate("() => { window.jupyterapp.commands.execute('apputils:change-theme', {theme: 'JupyterLab Dark'}); }")
-    page.wait_for_function("() => document.body.dataset.jpThemeLight === 'false'")
+    change_theme(page, dark=True)
     page.wait_for_function("([el, c]) => { const d = el.querySelector('canvas.av-legend').getContext('2d')"
                            ".getImageData(80, 5, 1, 1).data; return d[0] !== c[0] || d[1] !== c[1]; }",
                            arg=[view.element_handle(), light])
     dark = zero_colour()
     assert sum(light) > 600 and sum(dark) < 200, (light, dark)
     view.screenshot(path=str(ARTIFACTS / "activation_matrix_dark.png"))
-    page.evaluate("() => { window.jupyterapp.commands.execute('apputils:change-theme', {theme: 'JupyterLab Light'}); }")
-    page.wait_for_function("() => document.body.dataset.jpThemeLight === 'true'")
+    change_theme(page, dark=False)
 
 
 def test_activation_matrix_100_rows_1024_neurons(lab, page):

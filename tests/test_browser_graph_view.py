@@ -5,7 +5,7 @@ import json
 import pytest
 
 from conftest import ARTIFACTS, TIMINGS
-from jupyter_page import open_cells, python_result, run_cell
+from jupyter_page import change_theme, open_cells, python_result, run_cell
 
 pytestmark = pytest.mark.browser
 
@@ -113,12 +113,10 @@ def test_graph_view_round_trip(lab, page):
     # follows the JupyterLab theme: switching to dark changes the drawn colours
     fill = "(el) => getComputedStyle(el.querySelector('.activis-node rect')).fill"
     light = view.evaluate(fill)
-    page.evaluate("() => { window.jupyterapp.commands.execute('apputils:change-theme', {theme: 'JupyterLab Dark'}); }")
-    page.wait_for_function("() => document.body.dataset.jpThemeLight === 'false'")
+    change_theme(page, dark=True)
     page.wait_for_function(f"([el, light]) => ({fill})(el) !== light", arg=[view.element_handle(), light])
     view.screenshot(path=str(ARTIFACTS / "graph_view_dark.png"))
-    page.evaluate("() => { window.jupyterapp.commands.execute('apputils:change-theme', {theme: 'JupyterLab Light'}); }")
-    page.wait_for_function("() => document.body.dataset.jpThemeLight === 'true'")
+    change_theme(page, dark=False)
 
 
 def test_graph_view_500_nodes_layout_time(lab, page):

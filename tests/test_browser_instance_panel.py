@@ -6,7 +6,7 @@ import json
 import pytest
 
 from conftest import ARTIFACTS, TIMINGS
-from jupyter_page import open_cells, python_result, read_result, run_cell
+from jupyter_page import change_theme, open_cells, python_result, read_result, run_cell
 
 pytestmark = pytest.mark.browser
 
@@ -158,12 +158,10 @@ def test_instance_panel_round_trip(lab, page):
     # pins are outlined in the theme's text colour: dark on light, and light once the Lab turns dark
     args = [view.element_handle(), target]
     light = page.evaluate(PIN_OUTLINE, args)
-    page.evaluate("() => { window.jupyterapp.commands.execute('apputils:change-theme', {theme: 'JupyterLab Dark'}); }")
-    page.wait_for_function("() => document.body.dataset.jpThemeLight === 'false'")
+    change_theme(page, dark=True)
     page.wait_for_function(f"(args) => ({PIN_OUTLINE})(args) > 500", arg=args, timeout=10_000)
     view.screenshot(path=str(ARTIFACTS / "instance_panel_dark.png"))
-    page.evaluate("() => { window.jupyterapp.commands.execute('apputils:change-theme', {theme: 'JupyterLab Light'}); }")
-    page.wait_for_function("() => document.body.dataset.jpThemeLight === 'true'")
+    change_theme(page, dark=False)
     assert light < 150
 
     # highlight from Python: the lit ones are counted as drawn emphasised

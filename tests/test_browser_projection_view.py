@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from conftest import ARTIFACTS
-from jupyter_page import open_cells, python_result, read_result, run_cell
+from jupyter_page import change_theme, open_cells, python_result, read_result, run_cell
 
 pytestmark = pytest.mark.browser
 
@@ -104,15 +104,13 @@ def test_umap_arrives_after_pca_colours_and_highlight(lab, page):
     # the map follows the JupyterLab theme (restored afterwards: the server's settings are shared)
     corner = ("([el]) => Array.from(el.querySelector('canvas.av-proj-points').getContext('2d')"
               ".getImageData(1, 1, 1, 1).data).slice(0, 3).reduce((a, b) => a + b)")
-    set_theme = "(name) => { window.jupyterapp.commands.execute('apputils:change-theme', {theme: name}); }"
     assert page.evaluate(corner, [root.element_handle()]) > 600  # light background
     try:
-        page.evaluate(set_theme, "JupyterLab Dark")
+        change_theme(page, dark=True)
         page.wait_for_function(f"(args) => ({corner})(args) < 200", arg=[root.element_handle()], timeout=30_000)
         assert root.locator(".av-proj-legend").evaluate("(e) => getComputedStyle(e).color") != "rgb(0, 0, 0)"
     finally:
-        page.evaluate(set_theme, "JupyterLab Light")
-        page.wait_for_function("() => document.body.dataset.jpThemeLight === 'true'", timeout=30_000)
+        change_theme(page, dark=False)
 
 
 def inside_even_odd(points, poly):
