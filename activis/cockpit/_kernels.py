@@ -16,7 +16,7 @@ edge by bisection in the sample's sorted inputs, in 2D by enumerating only the i
 enough to leave it), or anything else (non-finite values, products too small to keep their
 sign's side of ``T``), which is binned product by product.
 
-`persample` and `cockpit` import this module (and numba) on first use; the compiled code is cached
+`persample` and `fused` import this module (and numba) on first use; the compiled code is cached
 on disk.
 """
 
