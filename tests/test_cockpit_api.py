@@ -138,7 +138,10 @@ def test_bad_input_gets_a_clear_error():
         with cockpit(0):
             pass
     with pytest.raises(TypeError, match="not a quantity"):
-        Cockpit(model, [Q.Loss(), "GradNorm"])
+        Cockpit(model, [Q.Loss(), 3])
+    with pytest.raises(ValueError, match="unknown quantity 'GradNrom'; known quantities: Loss, GradNorm"):
+        Cockpit(model, ["Loss", "GradNrom"])
+    assert [q.name for q in Cockpit(model, [Q.Loss, "GradNorm"]).quantities] == ["Loss", "GradNorm"]
     with pytest.raises(ValueError, match="each quantity may appear once"):
         Cockpit(model, [Q.Loss(), Q.Loss()])
     with pytest.raises(ValueError, match="hessian_diagonal must be one of"):

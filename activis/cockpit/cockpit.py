@@ -229,8 +229,8 @@ class StepContext:
 class Cockpit:
     """Tracks a configuration (or list) of quantities for ``model`` and writes them to a log.
 
-    ``quantities``: ``"economy"``, ``"business"``, ``"full"`` or a list of `Quantity` objects (each
-    with its own schedule). ``log_dir``: a folder for the log (an activation store's
+    ``quantities``: ``"economy"``, ``"business"``, ``"full"`` or a list of quantities: `Quantity`
+    objects (each with its own schedule), classes or names (``["Loss", "GradNorm"]``: every step). ``log_dir``: a folder for the log (an activation store's
     ``store.section("cockpit")`` works); None keeps the log in memory only (``cockpit.log``).
     ``hessian_diagonal`` picks how HessTrace and TIC get diag(H): ``"ggn"`` (exact for piecewise
     linear networks), ``"full"`` (exact, one Hessian column per parameter: small models only),
@@ -285,6 +285,10 @@ class Cockpit:
             return configuration(quantities)
         result = []
         for q in quantities:
+            if isinstance(q, str):
+                if q not in QUANTITIES:
+                    raise ValueError(f"unknown quantity {q!r}; known quantities: {', '.join(QUANTITIES)}")
+                q = QUANTITIES[q]
             if inspect.isclass(q) and issubclass(q, Quantity):
                 q = q()
             if not isinstance(q, Quantity):
