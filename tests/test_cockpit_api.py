@@ -81,6 +81,34 @@ def test_schedules():
     assert list(frame["GradNorm"].dropna().index) == [0, 5]
 
 
+def test_one_pass_over_the_parameters_serves_distance_update_size_and_alpha_on_any_schedule():
+    # Adam: the update is not the gradient, so Alpha takes the snapshot's difference as direction
+    model = mlp()
+    opt = torch.optim.Adam(model.parameters(), lr=0.05)
+    cockpit = Cockpit(model, [Q.Distance(schedules.linear(2)), Q.UpdateSize(schedules.linear(3, 1)),
+                              Q.Alpha(schedules.linear(2, 1))], optimizer=opt)
+    seen = []
+    for x, y in batches(9):
+        seen.append([p.detach().clone() for p in model.parameters()])
+        opt.zero_grad()
+        cockpit.backward(F.cross_entropy(model(x), y, reduction="none"))
+        opt.step()
+    frame = cockpit.log.frame()
+
+    def norm(a, b):
+        return math.sqrt(sum(float(torch.dist(p.double(), q.double())) ** 2 for p, q in zip(a, b)))
+
+    assert list(frame["Distance"].dropna().index) == [0, 2, 4, 6, 8]
+    for t in (2, 4, 6, 8):
+        assert frame.loc[t, "Distance"] == pytest.approx(norm(seen[t], seen[0]), rel=1e-9)
+    assert list(frame["UpdateSize"].dropna().index) == [1, 4, 7]
+    for t in (1, 4, 7):
+        assert frame.loc[t, "UpdateSize"] == pytest.approx(norm(seen[t + 1], seen[t]), rel=1e-9)
+    assert frame["Alpha"].notna().sum() == 4  # 1, 3, 5, 7
+    costs = set(cockpit.costs()["name"])
+    assert "parameter_pass" in costs and not {"distances", "snapshot"} & costs
+
+
 def test_quantities_that_cannot_be_had_are_skipped_with_the_reason():
     # BatchNorm in training mode mixes the samples: no per-sample quantity, the others still come
     torch.manual_seed(0)

@@ -518,3 +518,23 @@ def _ratio_sum(num, den, eps):
 # reassociation only: the sums may be reordered (and so vectorised), every term is IEEE
 squared_distance = _jit(_squared_distance, fastmath={"reassoc", "nsz"})
 ratio_sum = _jit(_ratio_sum, fastmath={"reassoc", "nsz"})
+
+
+def _parameter_pass(theta, initial, previous, snapshot, use_initial, use_previous, copy):
+    """sum((theta - initial)**2) and sum((theta - previous)**2) in float64, and theta copied into
+    snapshot, each only when asked, in one pass: a step's comparisons read the parameters once."""
+    to_initial = to_previous = 0.0
+    for k in range(theta.size):
+        t = theta[k]
+        if use_initial:
+            d = np.float64(t) - np.float64(initial[k])
+            to_initial += d * d
+        if use_previous:
+            d = np.float64(t) - np.float64(previous[k])
+            to_previous += d * d
+        if copy:
+            snapshot[k] = t
+    return to_initial, to_previous
+
+
+parameter_pass = _jit(_parameter_pass, fastmath={"reassoc", "nsz"})

@@ -32,7 +32,7 @@ from collections.abc import Iterable
 import torch
 from torch import nn
 
-from .fused import distance
+from .fused import distance, parameter_pass
 from .hessian import (
     HessianOperator,
     full_diagonal,
@@ -52,8 +52,11 @@ class StepContext:
     and a reduction that is unavailable raises the same `Unavailable` for every quantity asking."""
 
     def __init__(self, cockpit: Cockpit, step: int, loss: torch.Tensor, losses: torch.Tensor | None,
-                 batch_size: int, optimizer):
+                 batch_size: int, optimizer, comparisons: tuple[bool, bool, list | None] = (False, False, None)):
         self.cockpit, self.step = cockpit, step
+        # what the step's quantities compare the parameters with, for `_parameter_pass`: the first
+        # step's parameters?, a snapshot of this step's?, and the previous step's snapshot (or None)
+        self.comparisons = comparisons
         self.live_params = [p for _, p in cockpit.params]
         self.names = [n for n, _ in cockpit.params]
         self._loss_tensor, self._losses_tensor = loss, losses
@@ -82,16 +85,34 @@ class StepContext:
     def snapshot(self) -> list[torch.Tensor]:
         """This step's parameters, copied into reused buffers (two sets, alternating: a snapshot
         lives until the next tracked step has used it). Fresh memory costs more than the copy."""
-        def take():
-            bufs = self.cockpit._buffers(f"snapshot{self.cockpit._flip}")
-            self.cockpit._flip ^= 1
+        if self.comparisons[1]:
+            return self._cached("parameter_pass", self._parameter_pass)["snapshot"]
+        return self._cached("snapshot", lambda: self._snapshot_buffers(copy=True))
+
+    def _snapshot_buffers(self, copy: bool) -> list[torch.Tensor]:
+        cp = self.cockpit
+        bufs = cp._buffers(f"snapshot{cp._flip}")
+        cp._flip ^= 1
+        if copy:
             torch._foreach_copy_(bufs, self.params)
-            return bufs
-        return self._cached("snapshot", take)
+        cp._snapshot = (self.step, bufs)
+        return bufs
 
     def distances(self, other: list[torch.Tensor]) -> list[float]:
         """||theta - other|| per parameter, without forming the difference (one pass, no memory)."""
+        initial, _, previous = self.comparisons
+        if (initial and other is self.initial_params) or (previous is not None and other is previous):
+            return self._cached("parameter_pass", self._parameter_pass)[
+                "initial" if other is self.initial_params else "previous"]
         return self._cached(("distances", id(other)), lambda: [distance(p, o) for p, o in zip(self.params, other)])
+
+    def _parameter_pass(self) -> dict:
+        """The planned comparisons in one pass over the parameters (each pass reads them from memory)."""
+        initial, snapshot, previous = self.comparisons
+        bufs = self._snapshot_buffers(copy=False) if snapshot else None
+        to_initial, to_previous = parameter_pass(self.params, self.initial_params if initial else None, previous,
+                                                 bufs)
+        return {"initial": to_initial, "previous": to_previous, "snapshot": bufs}
 
     def difference(self, other: list[torch.Tensor]) -> list[torch.Tensor]:
         """theta - other per parameter."""
@@ -230,8 +251,9 @@ class Cockpit:
     """Tracks a configuration (or list) of quantities for ``model`` and writes them to a log.
 
     ``quantities``: ``"economy"``, ``"business"``, ``"full"`` or a list of quantities: `Quantity`
-    objects (each with its own schedule), classes or names (``["Loss", "GradNorm"]``: every step). ``log_dir``: a folder for the log (an activation store's
-    ``store.section("cockpit")`` works); None keeps the log in memory only (``cockpit.log``).
+    objects (each with its own schedule), classes or names (``["Loss", "GradNorm"]``: every step).
+    ``log_dir``: a folder for the log (an activation store's ``store.section("cockpit")`` works);
+    None keeps the log in memory only (``cockpit.log``).
     ``hessian_diagonal`` picks how HessTrace and TIC get diag(H): ``"ggn"`` (exact for piecewise
     linear networks), ``"full"`` (exact, one Hessian column per parameter: small models only),
     ``"hutchinson"`` (an estimate), ``"ggn-mc"`` (an estimate: the Gauss-Newton diagonal from
@@ -261,6 +283,7 @@ class Cockpit:
         self._initial: list[torch.Tensor] | None = None
         self._bufs: dict[str, list[torch.Tensor]] = {}
         self._flip = 0
+        self._snapshot: tuple[int, list[torch.Tensor]] | None = None  # (step, parameters) of the last snapshot
         self._watched: dict[int, list] = {}  # id(optimizer) -> hook handles
         self._step_watch: dict | None = None
         self._pending: tuple[int, list] | None = None
@@ -495,7 +518,12 @@ class _Tracking:
             return self
         loss, losses = self._check_losses()
         B = self._batch_size(losses)
-        self.ctx = StepContext(cp, step, loss, losses, B, self.optimizer)
+        previous = None
+        if cp._snapshot is not None and cp._snapshot[0] == step - 1 and any(q.snapshots for q, _ in self.finishing):
+            previous = cp._snapshot[1]
+        comparisons = (any(q.reads_initial for q in self.active),
+                       any(isinstance(q, TwoStepQuantity) and q.snapshots for q in self.active), previous)
+        self.ctx = StepContext(cp, step, loss, losses, B, self.optimizer, comparisons)
         if cp.hess_method in ("ggn", "ggn-mc") and any(q.curvature for q in self.active):
             self.ctx.prepare_ggn()
         cp.taps.output_grad = None

@@ -39,3 +39,28 @@ def ratio_sum(num: torch.Tensor, den: torch.Tensor, eps: float) -> float:
     from ._kernels import ratio_sum as kernel
 
     return kernel(_flat(num), _flat(den), float(eps))
+
+
+
+def parameter_pass(params: list[torch.Tensor], initial: list[torch.Tensor] | None,
+                   previous: list[torch.Tensor] | None,
+                   snapshot: list[torch.Tensor] | None) -> tuple[list[float] | None, list[float] | None]:
+    """Per tensor ||theta - initial|| and ||theta - previous||, and theta copied into ``snapshot``,
+    each only where given (a distance not asked for is None), in one pass over the parameters."""
+    to_initial, to_previous = [], []
+    for k, p in enumerate(params):
+        refs = [r[k] if r is not None else None for r in (initial, previous, snapshot)]
+        given = [r for r in refs if r is not None]
+        if _compiled(p, *given) and (snapshot is None or refs[2].is_contiguous()):  # written through a view
+            from ._kernels import parameter_pass as kernel
+
+            flat = _flat(p)
+            d0, d1 = kernel(flat, *(flat if r is None else _flat(r) for r in refs), *(r is not None for r in refs))
+            to_initial.append(math.sqrt(d0))
+            to_previous.append(math.sqrt(d1))
+            continue
+        to_initial.append(distance(p, refs[0]) if initial is not None else 0.0)
+        to_previous.append(distance(p, refs[1]) if previous is not None else 0.0)
+        if snapshot is not None:
+            refs[2].copy_(p)
+    return (to_initial if initial is not None else None), (to_previous if previous is not None else None)

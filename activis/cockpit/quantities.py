@@ -28,6 +28,7 @@ class Quantity:
     curvature = False  # needs the Hessian diagonal
     hvp = False  # needs Hessian-vector products (the gradient's graph)
     aggregate: str | None = None  # how a per-parameter list becomes one number: "norm" or "sum"
+    reads_initial = False  # compares the parameters with the first step's (planned into one pass)
 
     def __init__(self, schedule: Schedule | None = None):
         self.schedule = schedule if schedule is not None else linear(1)
@@ -50,6 +51,7 @@ class TwoStepQuantity(Quantity):
     """Needs the next step too: started at step t, finished at step t+1, stored under t."""
 
     end_per_sample = False  # the finishing step needs per-sample reductions as well
+    snapshots = False  # starts from a snapshot of the parameters and finishes with a distance to it
 
     def start(self, ctx):
         raise NotImplementedError
@@ -93,6 +95,7 @@ class Distance(Quantity):
     """||theta_p(t) - theta_p(0)|| for every parameter tensor (theta(0): the first step seen)."""
 
     aggregate = "norm"
+    reads_initial = True
 
     def compute(self, ctx):
         return ctx.distances(ctx.initial_params)
@@ -102,6 +105,7 @@ class UpdateSize(TwoStepQuantity):
     """||theta_p(t+1) - theta_p(t)|| for every parameter tensor."""
 
     aggregate = "norm"
+    snapshots = True
 
     def start(self, ctx):
         return ctx.snapshot()
@@ -236,9 +240,10 @@ class Alpha(TwoStepQuantity):
 
     per_sample = True
     end_per_sample = True
+    snapshots = True
 
     def start(self, ctx):
-        state = _alpha_end(ctx)
+        state = {**_alpha_end(ctx), "params": ctx.snapshot()}
         if isinstance(ctx.optimizer, torch.optim.SGD):  # for the shortcut of a plain SGD step, see finish()
             ctx.cockpit.watch_step(ctx.optimizer)
             state["grad_norm"] = math.sqrt(ctx.grad_sq_norm)
@@ -268,8 +273,7 @@ class Alpha(TwoStepQuantity):
 def _alpha_end(ctx) -> dict:
     if ctx.losses is None:
         raise Unavailable("needs individual_losses (their variance weighs the fit)")
-    return {"loss": ctx.loss, "loss_var": float(ctx.losses.double().var()), "per_sample": ctx.per_sample(),
-            "params": ctx.snapshot()}
+    return {"loss": ctx.loss, "loss_var": float(ctx.losses.double().var()), "per_sample": ctx.per_sample()}
 
 
 def fit_alpha(tau: float, f: tuple, f_var: tuple, df: list, df_var: list) -> float:
