@@ -10,7 +10,8 @@ logging to a folder; business also with the Monte-Carlo Gauss-Newton diagonal (a
 backpropagated column instead of ten) and full also with the reference's random start of the
 power iteration (the default full warm-starts it from the previous step's eigenvector).
 One configuration at a time, as in a training: its plain and tracked steps alternate so that the
-load of a shared machine hits both alike; the ratio of medians is printed, and the extra time.
+load of a shared machine hits both alike; the ratio of medians is printed, and the extra time,
+and under it where the extra time goes (``cockpit.costs()``), in plain steps.
 Targets: economy <= 2x, business <= 3x, full <= 6x.
 """
 
@@ -105,6 +106,17 @@ def hvp_seconds(model, batch, repeats=10) -> float:
     return statistics.median(times[1:])
 
 
+def breakdown(cockpit, steps, plain, shown=4) -> str:
+    """The costliest quantities and shared reductions per tracked step, in plain steps (from
+    ``cockpit.costs()``; the first call, which compiles, left out), and the rest summed."""
+    costs = cockpit.costs().dropna(subset=["mean_ms"])
+    per_step = costs["mean_ms"] * costs["calls"] / steps / (plain * 1e3)
+    ranked = sorted(zip(costs["name"], per_step), key=lambda item: -item[1])
+    parts = [f"{name} {value:.2f}" for name, value in ranked[:shown]]
+    rest = sum(value for _, value in ranked[shown:])
+    return ", ".join(parts) + f", the other {len(ranked) - shown} together {rest:.2f}"
+
+
 def bench(name, factory, data, rounds, warmup=5):
     params = sum(p.numel() for p in factory().parameters())
     print(f"\n{name}: {params:,} parameters, batch {BATCH}")
@@ -126,6 +138,7 @@ def bench(name, factory, data, rounds, warmup=5):
                 extra = f"  (last step: {maxev.products} Hessian-vector products)"
             print(f"  {c:<20} {med * 1e3:7.1f} ms against {base * 1e3:5.1f} ms plain   {med / base:5.2f}x   "
                   f"(+{(med - base) * 1e3:.1f} ms){extra}")
+            print(f"  {'':<20} where it goes, in plain steps: {breakdown(tracked.cockpit, tracked.i, base)}")
             tracked.cockpit.close()
             if tracked.cockpit.skipped:
                 print(f"  skipped in {tracked.cockpit.log.run}: {tracked.cockpit.skipped}")
