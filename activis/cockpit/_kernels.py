@@ -188,23 +188,6 @@ def _row_class(x, ymin, ymax, max_neg, min_pos, n_neg, n_pos, n, L, T, U):
 
 
 # --------------------------------------------------------------------------- kernels
-@_inline
-def _listed(y, xmax, reach, listed, rows):
-    """Into ``listed`` the b whose products with some |x| <= xmax can leave the band
-    (|x * y_b| >= reach), by decreasing magnitude when the sort pays off over ``rows`` rows (then
-    each row stops at its first product in the band); returns their number and whether sorted."""
-    count = 0
-    for b in range(y.size):
-        if xmax * np.abs(y[b]) >= reach:
-            listed[count] = b
-            count += 1
-    ordered = rows > 4 * np.log2(count + 1)
-    if ordered:
-        order = np.argsort(-np.abs(y[listed[:count]]))
-        listed[:count] = listed[:count][order]
-    return count, ordered
-
-
 @_jit
 def dense_hist1d(flat, P, c0, lo, width, hist):
     """Count the values of ``flat`` into ``hist``; returns the number of NaNs.
@@ -377,96 +360,239 @@ def outer_hist1d(x, y, ys, slot, P, c0, lo, width, hist):
     return nans
 
 
+_MAGNITUDE_SHIFT = 49  # a float64's bits >> 49: its binary exponent and 3 leading mantissa bits
+_MAGNITUDE_CLASSES = 1 << 14
+
+
+@_inline
+def _by_magnitude(y, xmax, reach, order, values, found, magnitudes, starts, cursor, tops):
+    """Into ``order`` (their values into ``values``) the b whose products with some |x| <= xmax can
+    leave the band (|x * y_b| >= reach), grouped by decreasing magnitude class: group j is
+    ``order[starts[j]:starts[j + 1]]`` and ``tops[j]`` the largest |y| in it or after it, so a row
+    stops at the first group whose largest product stays in the band (a counting sort: O(n)).
+    Returns the number of groups."""
+    count = 0
+    for b in range(y.size):  # branch-free compaction
+        found[count] = b
+        magnitudes[count] = np.abs(np.float64(y[b]))
+        count += xmax * np.abs(y[b]) >= reach
+    if count == 0:
+        return 0
+    keys = magnitudes[:count].view(np.int64)  # monotone in the magnitude
+    kmin = kmax = keys[0] >> _MAGNITUDE_SHIFT
+    for k in range(count):
+        key = keys[k] >> _MAGNITUDE_SHIFT
+        kmin = key if key < kmin else kmin
+        kmax = key if key > kmax else kmax
+    groups = kmax - kmin + 1
+    starts[:groups + 1] = 0
+    for k in range(count):
+        starts[kmax - (keys[k] >> _MAGNITUDE_SHIFT) + 1] += 1
+    for j in range(groups):
+        starts[j + 1] += starts[j]
+    cursor[:groups] = starts[:groups]
+    tops[:groups] = 0
+    for k in range(count):
+        j = kmax - (keys[k] >> _MAGNITUDE_SHIFT)
+        b = found[k]
+        order[cursor[j]] = b
+        values[cursor[j]] = y[b]
+        cursor[j] += 1
+        tops[j] = max(tops[j], np.abs(y[b]))
+    for j in range(groups - 2, -1, -1):
+        tops[j] = max(tops[j], tops[j + 1])
+    return groups
+
+
+@_inline
+def _flush(cols, grad, rule, used, pidx, pbins, copies):
+    """Move ``used`` products from their sign-rule bin ``rule[k]`` to their bin ``grad[k]``, at the
+    parameter bin of flat element ``cols[k]``, in four interleaved copies of the flat histogram."""
+    for k in range(used):
+        pid = pidx[cols[k]]
+        copies[k & 3, grad[k] * pbins + pid] += 1
+        copies[(k + 2) & 3, rule[k] * pbins + pid] -= 1
+
+
 @_jit
 def outer_hist2d(x, y, pidx, P, c0, lo, width, hist):
     """2D counts of (x[i, a] * y[i, b], parameter bin pidx[a, b]); returns the number of NaN products.
 
-    Sign-rule rows are counted per element (a, b) by popcounts of sample bitsets: the samples
-    where x[i, a] > 0 (< 0) against those where y[i, b] < 0 (> 0).
+    Each row x[i, a] * y[i] is classified in a branch-free pass over a. Sign-rule rows (in the
+    band or not) are counted per element (a, b) by popcounts of sample bitsets: the samples where
+    x[i, a] > 0 (<= 0) against those where y[i, b] puts the product in the lower bin; then per row,
+    per parameter bin, by masked sums (a row's parameters span few bins). The products of a row
+    that leave the band are then moved from their sign-rule bin to their own: only those, found
+    among the sample's inputs grouped by magnitude. Rows without a rule are binned one by one.
     """
     L, T, U = P[c0], P[c0 + 1], P[c0 + 2]
     reach = min(-np.float64(L), np.float64(U))
     last = P.size - 3
+    negative_zero = T <= 0  # T <= 0: the lower bin holds opposite signs; T > 0: all but equal signs
     B, m = x.shape
     n = y.shape[1]
+    pbins = hist.shape[1]
     words = (B + 63) // 64
-    x_pos = np.zeros((m, words), dtype=np.uint64)  # sign-rule rows, by the sign of x
-    x_neg = np.zeros((m, words), dtype=np.uint64)
-    y_pos = np.zeros((n, words), dtype=np.uint64)
-    y_neg = np.zeros((n, words), dtype=np.uint64)
-    ruled = np.zeros(m, dtype=np.int64)  # sign-rule rows per element a
-    all_lower = np.zeros(m, dtype=np.int64)
-    all_upper = np.zeros(m, dtype=np.int64)
-    classes = np.empty(m, dtype=np.int64)
-    listed = np.empty(n, dtype=np.int64)
+    zero, one = np.uint64(0), np.uint64(1)
+    codes = np.empty((B, m), dtype=np.int8)  # row classes
+    y_bits = np.zeros((2, words, n), dtype=np.uint64)  # lower bin with x > 0, with x <= 0
+    order = np.empty(n, dtype=np.int64)
+    found = np.empty(n, dtype=np.int64)
+    magnitudes = np.empty(n, dtype=np.float64)
+    values = np.empty(n, dtype=y.dtype)
+    starts = np.empty(_MAGNITUDE_CLASSES + 1, dtype=np.int64)
+    cursor = np.empty(_MAGNITUDE_CLASSES, dtype=np.int64)
+    tops = np.empty(_MAGNITUDE_CLASSES, dtype=y.dtype)
     bins = np.empty(n, dtype=np.int64)
+    capacity = 4 * n + 4096
+    cols = np.empty(capacity, dtype=np.int64)
+    grad = np.empty(capacity, dtype=np.int64)
+    rule = np.empty(capacity, dtype=np.int64)
+    copies = np.zeros((4, hist.size), dtype=np.int64)
+    flat_pidx = pidx.reshape(-1)
+    used = 0
     nans = 0
     for i in range(B):
-        xi, yi = x[i], y[i]
-        word, bit = i // 64, np.uint64(1) << np.uint64(i % 64)
+        xi, yi, ci = x[i], y[i], codes[i]
+        word, bit = i // 64, one << np.uint64(i % 64)
         ymin, ymax, max_neg, min_pos, n_neg, n_pos, finite = _sample_stats(yi)
-        for b in range(n):
-            if yi[b] > 0:
-                y_pos[b, word] |= bit
-            elif yi[b] < 0:
-                y_neg[b, word] |= bit
-        xmax = np.zeros(1, x.dtype)[0]
-        corrected = 0
-        for a in range(m):
-            c, _ = _row_class(xi[a], ymin, ymax, max_neg, min_pos, n_neg, n_pos, n, L, T, U)
-            if not finite:
-                c = _DIRECT
-            classes[a] = c
-            if c == _LOWER:
-                all_lower[a] += 1
-            elif c == _UPPER:
-                all_upper[a] += 1
-            elif c != _DIRECT:
-                ruled[a] += 1
-                if xi[a] > 0:
-                    x_pos[a, word] |= bit
-                else:
-                    x_neg[a, word] |= bit
-                if c == _CORRECTED:
-                    corrected += 1
-                    xmax = max(xmax, np.abs(xi[a]))
-        count, ordered = _listed(yi, xmax, reach, listed, corrected) if corrected else (0, False)
-        for a in range(m):
-            c = classes[a]
+        for b in range(n):  # vectorised
+            v = yi[b]
+            with_pos = (v < 0) if negative_zero else not (v > 0)
+            with_neg = (v > 0) if negative_zero else not (v < 0)
+            y_bits[0, word, b] |= bit if with_pos else zero
+            y_bits[1, word, b] |= bit if with_neg else zero
+        # the sign rule's count and the value nearest T, for x > 0 and for x <= 0
+        if negative_zero:
+            cnt_p, near_p, cnt_n, near_n = n_neg, max_neg, n_pos, min_pos
+        else:
+            cnt_p, near_p, cnt_n, near_n = n_pos, min_pos, n_neg, max_neg
+        visits = 0
+        for a in range(m):  # branch-free, arithmetic and no float reduction: vectorised
             xa = xi[a]
-            if c == _DIRECT:
+            p1, p2 = xa * ymin, xa * ymax
+            lo_p, hi_p = min(p1, p2), max(p1, p2)
+            positive = xa > 0
+            cnt = cnt_p if positive else cnt_n
+            near = xa * (near_p if positive else near_n)
+            if negative_zero:
+                clean = (cnt == 0) | (near < T)
+            else:
+                clean = (cnt == 0) | (near >= T)
+            ok = finite & (xa - xa == 0)
+            in_band = (lo_p >= L) & (hi_p < U)
+            lower_row = ok & in_band & (hi_p < T)
+            upper_row = ok & in_band & (lo_p >= T)
+            ruled = ok & clean & (not (lower_row | upper_row))
+            direct = not (lower_row | upper_row | ruled)
+            c = (lower_row * _LOWER + upper_row * _UPPER + ruled * (_SPLIT + (not in_band) * (_CORRECTED - _SPLIT))
+                 + direct * _DIRECT)
+            ci[a] = c
+            visits = c if c > visits else visits
+        if visits < _CORRECTED:
+            continue
+        xmax = np.zeros(1, x.dtype)[0]
+        for a in range(m):
+            if ci[a] == _CORRECTED:
+                xmax = max(xmax, np.abs(xi[a]))
+        groups = 0
+        if xmax > 0:
+            groups = _by_magnitude(yi, xmax, reach, order, values, found, magnitudes, starts, cursor, tops)
+        for a in range(m):
+            if ci[a] < _CORRECTED:
+                continue
+            xa = xi[a]
+            if ci[a] == _DIRECT:
                 nans += _direct_row(xa, yi, lo, width, last, bins)
                 for b in range(n):
                     hist[bins[b], pidx[a, b]] += 1
-            elif c == _CORRECTED:
-                for k in range(count):
-                    b = listed[k]
-                    yb = yi[b]
-                    if np.abs(xa) * np.abs(yb) < reach:
-                        if ordered:
-                            break
-                        continue
-                    p = xa * yb
-                    if p >= L and p < U:
-                        continue
-                    if T <= 0:
-                        rule = c0 if (xa > 0 and yb < 0) or (xa < 0 and yb > 0) else c0 + 1
-                    else:
-                        rule = c0 + 1 if (xa > 0 and yb > 0) or (xa < 0 and yb < 0) else c0
-                    hist[rule, pidx[a, b]] -= 1
-                    hist[_bin(p, lo, width, last), pidx[a, b]] += 1
-    # T <= 0: the lower bin holds opposite signs; T > 0: the upper bin holds equal signs
-    first, second = (y_neg, y_pos) if T <= 0 else (y_pos, y_neg)
+                continue
+            ax = np.abs(xa)
+            j = 0
+            while j < groups and ax * tops[j] >= reach:
+                j += 1
+            stop = starts[j] if j else 0  # the products past it stay in the band
+            if used + stop > capacity:
+                _flush(cols, grad, rule, used, flat_pidx, pbins, copies)
+                used = 0
+            positive = xa > 0
+            for k in range(stop):  # vectorised; products in the band move from their bin to itself
+                yb = values[k]
+                if negative_zero:
+                    rule_lower = (yb < 0) if positive else (yb > 0)
+                else:
+                    rule_lower = not (yb > 0) if positive else not (yb < 0)
+                cols[used + k] = a * n + order[k]
+                grad[used + k] = _bin(xa * yb, lo, width, last)
+                rule[used + k] = c0 + 1 - rule_lower
+            used += stop
+    _flush(cols, grad, rule, used, flat_pidx, pbins, copies)
+    flat = hist.reshape(-1)
+    for k in range(flat.size):
+        flat[k] += copies[0, k] + copies[1, k] + copies[2, k] + copies[3, k]
+
+    below = np.zeros(m, dtype=np.int64)  # per element a: rows all in the lower band bin
+    above = np.zeros(m, dtype=np.int64)  # all in the upper one, or under the sign rule
+    ruled_rows = np.zeros(m, dtype=np.int64)
+    x_bits = np.zeros((2, words, m), dtype=np.uint64)  # sign-rule rows with x > 0, with x <= 0
+    for i in range(B):  # one vectorised loop per array
+        ci, xi = codes[i], x[i]
+        word, bit = i // 64, one << np.uint64(i % 64)
+        for a in range(m):
+            below[a] += ci[a] == _LOWER
+        for a in range(m):
+            above[a] += (ci[a] == _UPPER) | (ci[a] == _SPLIT) | (ci[a] == _CORRECTED)
+        for a in range(m):
+            ruled_rows[a] += (ci[a] == _SPLIT) | (ci[a] == _CORRECTED)
+        for a in range(m):
+            ruled = (ci[a] == _SPLIT) | (ci[a] == _CORRECTED)
+            x_bits[0, word, a] |= bit if ruled & (xi[a] > 0) else zero
+            x_bits[1, word, a] |= bit if ruled & (not (xi[a] > 0)) else zero
+    hits = np.zeros(n, dtype=np.int64)  # per b: sign-rule products of row a in the lower bin
     for a in range(m):
+        row = pidx[a]
+        pmin = pmax = row[0]
         for b in range(n):
-            hits = 0
+            pmin = row[b] if row[b] < pmin else pmin
+            pmax = row[b] if row[b] > pmax else pmax
+        total = 0
+        if ruled_rows[a]:
             for w in range(words):
-                hits += _popcount((x_pos[a, w] & first[b, w]) | (x_neg[a, w] & second[b, w]))
-            lower = hits if T <= 0 else ruled[a] - hits
-            pid = pidx[a, b]
-            hist[c0, pid] += all_lower[a] + lower
-            hist[c0 + 1, pid] += all_upper[a] + ruled[a] - lower
+                xp, xn = x_bits[0, w, a], x_bits[1, w, a]
+                yp, yn = y_bits[0, w], y_bits[1, w]
+                for b in range(n):
+                    h = _popcount((xp & yp[b]) | (xn & yn[b]))
+                    hits[b] = h + (hits[b] if w else 0)
+                    total += h
+        else:
+            hits[:] = 0
+        if pmax - pmin < 8:  # per parameter bin, the last one by difference
+            rest, rest_hits = n, total
+            for pid in range(pmin, pmax):
+                cnt = s = 0
+                for b in range(n):
+                    hit = row[b] == pid
+                    cnt += hit
+                    s += hits[b] if hit else 0
+                hist[c0, pid] += below[a] * cnt + s
+                hist[c0 + 1, pid] += above[a] * cnt - s
+                rest -= cnt
+                rest_hits -= s
+            hist[c0, pmax] += below[a] * rest + rest_hits
+            hist[c0 + 1, pmax] += above[a] * rest - rest_hits
+        else:
+            for b in range(n):
+                hist[c0, row[b]] += below[a] + hits[b]
+                hist[c0 + 1, row[b]] += above[a] - hits[b]
     return nans
+
+
+@_jit
+def param_bins(values, lo, width, bins, out):
+    """The reference's bin of every parameter value (`Bins.index`), in one vectorised pass."""
+    last = bins - 1
+    for k in range(values.size):
+        out[k] = _bin(values[k], lo, width, last)
 
 
 def _dense_hist1d_split(flat, P, c0, lo, width, hist, chunks):

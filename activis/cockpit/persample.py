@@ -211,7 +211,11 @@ def _sorted_leaving(x: np.ndarray, y: np.ndarray, P: np.ndarray, c0: int) -> tup
 
 
 def _param_bins(param: torch.Tensor, bins: Bins) -> np.ndarray:
-    return np.ascontiguousarray(bins.index(param.detach()).to(torch.int32).cpu().numpy())
+    """`Bins.index` of every parameter, compiled: torch's float64 temporaries cost more than the
+    histogram of the gradients."""
+    out = np.empty(tuple(param.shape), dtype=np.int32)
+    _kernels().param_bins(_values(param.reshape(-1)), bins.lo, bins.width, bins.bins, out.reshape(-1))
+    return out
 
 
 def _counted(hist: np.ndarray, nans: int) -> torch.Tensor:
