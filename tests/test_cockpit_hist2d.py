@@ -107,6 +107,11 @@ def test_infinities_and_nan_products(dtype):
     nans = _kernels.outer_hist2d(x, y, _param_bins(theta, pbins), P, c0, gbins.lo, gbins.width, hist)
     assert nans == int(products.isnan().sum()) > 0
     assert hist.sum() == products.numel()
+    dense = np.zeros_like(hist)  # the Dense path (a convolution's) counts them alike
+    flat = np.ascontiguousarray(products.reshape(products.shape[0], -1).numpy())
+    assert _kernels.dense_hist2d(flat, _param_bins(theta, pbins).reshape(-1), P, c0, gbins.lo, gbins.width,
+                                 dense) == nans
+    np.testing.assert_array_equal(dense, hist)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
