@@ -124,3 +124,21 @@ def test_parameter_bins_equal_the_reference_at_every_edge(dtype):
                         torch.randn(998, generator=torch.Generator().manual_seed(0)).to(dtype)])
     want = bins.index(values).to(torch.int32).numpy()
     np.testing.assert_array_equal(_param_bins(values.reshape(-1, 9), bins).reshape(-1), want)
+
+
+@pytest.mark.parametrize("chunks", [2, 3])
+def test_parallel_kernels_equal_the_serial_ones(chunks):
+    """Slices of the samples on several threads, their partial histograms summed."""
+    u, v = mixed_factors(130, torch.float32, seed=11)
+    theta = torch.randn(u.shape[1], v.shape[1], generator=torch.Generator().manual_seed(2))
+    x, y = u.numpy(), v.numpy()
+    gbins, pbins = GRAD_BINS[0], Bins(50, -2.0, 2.0)
+    P, c0 = gbins.band(x.dtype)
+    pidx = _param_bins(theta, pbins)
+    flat = np.ascontiguousarray((u[:, :, None] * v[:, None, :]).reshape(u.shape[0], -1).numpy())
+    for kernel, args in (("outer_hist2d", (x, y, pidx)), ("dense_hist2d", (flat, pidx.reshape(-1)))):
+        serial = np.zeros((gbins.bins + 1, pbins.bins), dtype=np.int64)
+        parallel = np.zeros_like(serial)
+        nans = getattr(_kernels, kernel)(*args, P, c0, gbins.lo, gbins.width, serial)
+        assert getattr(_kernels, kernel + "_split")(*args, P, c0, gbins.lo, gbins.width, parallel, chunks) == nans
+        np.testing.assert_array_equal(parallel, serial, err_msg=kernel)

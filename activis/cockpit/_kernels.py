@@ -630,8 +630,36 @@ def _outer_hist1d_split(x, y, ys, slot, P, c0, lo, width, hist, chunks):
     return nans.sum()
 
 
+def _outer_hist2d_split(x, y, pidx, P, c0, lo, width, hist, chunks):
+    """`outer_hist2d` on ``chunks`` slices of the samples at once, one thread each."""
+    parts = np.zeros((chunks, hist.shape[0], hist.shape[1]), dtype=np.int64)
+    nans = np.zeros(chunks, dtype=np.int64)
+    B = x.shape[0]
+    for c in numba.prange(chunks):
+        first, stop = c * B // chunks, (c + 1) * B // chunks
+        nans[c] = outer_hist2d(x[first:stop], y[first:stop], pidx, P, c0, lo, width, parts[c])
+    for c in range(chunks):
+        hist += parts[c]
+    return nans.sum()
+
+
+def _dense_hist2d_split(grads, pidx, P, c0, lo, width, hist, chunks):
+    """`dense_hist2d` on ``chunks`` slices of the samples at once, one thread each."""
+    parts = np.zeros((chunks, hist.shape[0], hist.shape[1]), dtype=np.int64)
+    nans = np.zeros(chunks, dtype=np.int64)
+    B = grads.shape[0]
+    for c in numba.prange(chunks):
+        first, stop = c * B // chunks, (c + 1) * B // chunks
+        nans[c] = dense_hist2d(grads[first:stop], pidx, P, c0, lo, width, parts[c])
+    for c in range(chunks):
+        hist += parts[c]
+    return nans.sum()
+
+
 dense_hist1d_split = _jit(_dense_hist1d_split, parallel=True)
 outer_hist1d_split = _jit(_outer_hist1d_split, parallel=True)
+outer_hist2d_split = _jit(_outer_hist2d_split, parallel=True)
+dense_hist2d_split = _jit(_dense_hist2d_split, parallel=True)
 
 
 def _squared_distance(a, b):

@@ -103,8 +103,8 @@ class Outer:
         x, y = factors
         P, c0 = gbins.band(x.dtype)
         hist = np.zeros((gbins.bins + 1, pbins.bins), dtype=np.int64)
-        nans = _kernels().outer_hist2d(x, y, _param_bins(param, pbins), P, c0, gbins.lo, gbins.width, hist)
-        return _counted(hist, nans)
+        return _counted(hist, _split("outer_hist2d", x.shape[0] * (x.shape[1] + y.shape[1]),
+                                     x, y, _param_bins(param, pbins), P, c0, gbins.lo, gbins.width, hist))
 
     def _materialised(self) -> Dense:
         return Dense(self.u[:, :, None] * self.v[:, None, :])
@@ -145,9 +145,8 @@ class Dense:
         grads = _values(self._flat())
         P, c0 = gbins.band(grads.dtype)
         hist = np.zeros((gbins.bins + 1, pbins.bins), dtype=np.int64)
-        nans = _kernels().dense_hist2d(grads, _param_bins(param, pbins).reshape(-1), P, c0, gbins.lo,
-                                       gbins.width, hist)
-        return _counted(hist, nans)
+        return _counted(hist, _split("dense_hist2d", grads.size, grads, _param_bins(param, pbins).reshape(-1),
+                                     P, c0, gbins.lo, gbins.width, hist))
 
 
 def _kernels():
