@@ -415,13 +415,11 @@ def _by_magnitude(y, xmax, reach, order, values, found, magnitudes, starts, curs
 
 
 @_inline
-def _flush(cols, grad, rule, used, pidx, pbins, copies):
-    """Move ``used`` products from their sign-rule bin ``rule[k]`` to their bin ``grad[k]``, at the
-    parameter bin of flat element ``cols[k]``, in four interleaved copies of the flat histogram."""
+def _flush(cols, moves, used, pidx, pbins, copies):
+    """Count ``used`` moves (2 * bin + 1 if the sign rule put the product in the lower band bin)
+    at the parameter bin of flat element ``cols[k]``, in four interleaved copies."""
     for k in range(used):
-        pid = pidx[cols[k]]
-        copies[k & 3, grad[k] * pbins + pid] += 1
-        copies[(k + 2) & 3, rule[k] * pbins + pid] -= 1
+        copies[k & 3, moves[k] * pbins + pidx[cols[k]]] += 1
 
 
 @_jit
@@ -456,9 +454,8 @@ def outer_hist2d(x, y, pidx, P, c0, lo, width, hist):
     bins = np.empty(n, dtype=np.int64)
     capacity = 4 * n + 4096
     cols = np.empty(capacity, dtype=np.int64)
-    grad = np.empty(capacity, dtype=np.int64)
-    rule = np.empty(capacity, dtype=np.int64)
-    copies = np.zeros((4, hist.size), dtype=np.int64)
+    moves = np.empty(capacity, dtype=np.int64)
+    copies = np.zeros((4, 2 * hist.size), dtype=np.int64)  # (bin, lower under the rule, parameter bin)
     flat_pidx = pidx.reshape(-1)
     used = 0
     nans = 0
@@ -523,7 +520,7 @@ def outer_hist2d(x, y, pidx, P, c0, lo, width, hist):
                 j += 1
             stop = starts[j] if j else 0  # the products past it stay in the band
             if used + stop > capacity:
-                _flush(cols, grad, rule, used, flat_pidx, pbins, copies)
+                _flush(cols, moves, used, flat_pidx, pbins, copies)
                 used = 0
             positive = xa > 0
             for k in range(stop):  # vectorised; products in the band move from their bin to itself
@@ -533,13 +530,16 @@ def outer_hist2d(x, y, pidx, P, c0, lo, width, hist):
                 else:
                     rule_lower = not (yb > 0) if positive else not (yb < 0)
                 cols[used + k] = a * n + order[k]
-                grad[used + k] = _bin(xa * yb, lo, width, last)
-                rule[used + k] = c0 + 1 - rule_lower
+                moves[used + k] = 2 * _bin(xa * yb, lo, width, last) + rule_lower
             used += stop
-    _flush(cols, grad, rule, used, flat_pidx, pbins, copies)
-    flat = hist.reshape(-1)
-    for k in range(flat.size):
-        flat[k] += copies[0, k] + copies[1, k] + copies[2, k] + copies[3, k]
+    _flush(cols, moves, used, flat_pidx, pbins, copies)
+    for g in range(hist.shape[0]):  # each moved product: into its bin, out of its sign-rule bin
+        for lower in range(2):
+            for pid in range(pbins):
+                k = (2 * g + lower) * pbins + pid
+                count = copies[0, k] + copies[1, k] + copies[2, k] + copies[3, k]
+                hist[g, pid] += count
+                hist[c0 + 1 - lower, pid] -= count
 
     below = np.zeros(m, dtype=np.int64)  # per element a: rows all in the lower band bin
     above = np.zeros(m, dtype=np.int64)  # all in the upper one, or under the sign rule
