@@ -13,7 +13,7 @@ classified from its extreme products alone (rounding is monotone too): all in on
 by sign at ``T`` (then counted from the sample's sign counts), mostly so but with some products
 outside the band (the sign count corrected by what left the band: in 1D counted per crossed bin
 edge by bisection in the sample's sorted inputs, in 2D by enumerating only the inputs large
-enough to leave it), or anything else (non-finite values, products too small to keep their
+enough to leave it, grouped by magnitude), or anything else (non-finite values, products too small to keep their
 sign's side of ``T``), which is binned product by product.
 
 `persample` and `fused` import this module (and numba) on first use; the compiled code is cached
@@ -444,6 +444,7 @@ def outer_hist2d(x, y, pidx, P, c0, lo, width, hist):
     zero, one = np.uint64(0), np.uint64(1)
     codes = np.empty((B, m), dtype=np.int8)  # row classes
     y_bits = np.zeros((2, words, n), dtype=np.uint64)  # lower bin with x > 0, with x <= 0
+    visited = np.empty(m, dtype=np.int64)
     order = np.empty(n, dtype=np.int64)
     found = np.empty(n, dtype=np.int64)
     magnitudes = np.empty(n, dtype=np.float64)
@@ -498,16 +499,17 @@ def outer_hist2d(x, y, pidx, P, c0, lo, width, hist):
             visits = c if c > visits else visits
         if visits < _CORRECTED:
             continue
-        xmax = np.zeros(1, x.dtype)[0]
-        for a in range(m):
-            if ci[a] == _CORRECTED:
-                xmax = max(xmax, np.abs(xi[a]))
+        xmax = none = np.zeros(1, x.dtype)[0]
+        count = 0
+        for a in range(m):  # branch-free: the rows to visit, the largest |x| of those corrected
+            visited[count] = a
+            count += ci[a] >= _CORRECTED
+            ax = np.abs(xi[a]) if ci[a] == _CORRECTED else none
+            xmax = ax if ax > xmax else xmax
         groups = 0
         if xmax > 0:
             groups = _by_magnitude(yi, xmax, reach, order, values, found, magnitudes, starts, cursor, tops)
-        for a in range(m):
-            if ci[a] < _CORRECTED:
-                continue
+        for a in visited[:count]:
             xa = xi[a]
             if ci[a] == _DIRECT:
                 nans += _direct_row(xa, yi, lo, width, last, bins)
