@@ -188,6 +188,26 @@ def _row_class(x, ymin, ymax, max_neg, min_pos, n_neg, n_pos, n, L, T, U):
 
 
 # --------------------------------------------------------------------------- kernels
+@_inline
+def _nearest(negative_zero, n_neg, max_neg, n_pos, min_pos):
+    """The sign rule's count and the value of y nearest T, for x > 0 and for x <= 0 (see `_row_class`)."""
+    if negative_zero:
+        return n_neg, max_neg, n_pos, min_pos
+    return n_pos, min_pos, n_neg, max_neg
+
+
+@_inline
+def _row_extent(xa, ymin, ymax, cnt_p, near_p, cnt_n, near_n, negative_zero, T):
+    """The smallest and largest product of the row xa * y, its sign-rule count and whether the rule
+    holds for it; branch-free, so that a loop over rows vectorises."""
+    p1, p2 = xa * ymin, xa * ymax
+    positive = xa > 0
+    cnt = cnt_p if positive else cnt_n
+    near = xa * (near_p if positive else near_n)
+    clean = (cnt == 0) | ((near < T) if negative_zero else (near >= T))
+    return min(p1, p2), max(p1, p2), cnt, clean
+
+
 @_jit
 def dense_hist1d(flat, P, c0, lo, width, hist):
     """Count the values of ``flat`` into ``hist``; returns the number of NaNs.
@@ -302,24 +322,11 @@ def outer_hist1d(x, y, ys, slot, P, c0, lo, width, hist):
             ymin, ymax, max_neg, min_pos, n_neg, n_pos, finite = _sorted_stats(ys[slot[i]])
         else:
             ymin, ymax, max_neg, min_pos, n_neg, n_pos, finite = _sample_stats(yi)
-        # the sign rule's count and the product nearest T, for x > 0 and for x < 0
-        if negative_zero:
-            cnt_p, near_p, cnt_n, near_n = n_neg, max_neg, n_pos, min_pos
-        else:
-            cnt_p, near_p, cnt_n, near_n = n_pos, min_pos, n_neg, max_neg
+        cnt_p, near_p, cnt_n, near_n = _nearest(negative_zero, n_neg, max_neg, n_pos, min_pos)
         for a in range(m):  # branch-free: vectorised
             xa = xi[a]
-            p1, p2 = xa * ymin, xa * ymax
-            lo_p, hi_p = min(p1, p2), max(p1, p2)
-            positive = xa > 0
-            cnt = cnt_p if positive else cnt_n
-            near = xa * (near_p if positive else near_n)
-            if negative_zero:
-                clean = (cnt == 0) | (near < T)
-                rule = cnt
-            else:
-                clean = (cnt == 0) | (near >= T)
-                rule = n - cnt
+            lo_p, hi_p, cnt, clean = _row_extent(xa, ymin, ymax, cnt_p, near_p, cnt_n, near_n, negative_zero, T)
+            rule = cnt if negative_zero else n - cnt
             below, above = hi_p < T, lo_p >= T
             simple = finite & (xa - xa == 0) & (lo_p >= L) & (hi_p < U) & (below | above | clean)
             lw = n if below else (0 if above else rule)
@@ -470,23 +477,11 @@ def outer_hist2d(x, y, pidx, P, c0, lo, width, hist):
             with_neg = (v > 0) if negative_zero else not (v < 0)
             y_bits[0, word, b] |= bit if with_pos else zero
             y_bits[1, word, b] |= bit if with_neg else zero
-        # the sign rule's count and the value nearest T, for x > 0 and for x <= 0
-        if negative_zero:
-            cnt_p, near_p, cnt_n, near_n = n_neg, max_neg, n_pos, min_pos
-        else:
-            cnt_p, near_p, cnt_n, near_n = n_pos, min_pos, n_neg, max_neg
+        cnt_p, near_p, cnt_n, near_n = _nearest(negative_zero, n_neg, max_neg, n_pos, min_pos)
         visits = 0
         for a in range(m):  # branch-free, arithmetic and no float reduction: vectorised
             xa = xi[a]
-            p1, p2 = xa * ymin, xa * ymax
-            lo_p, hi_p = min(p1, p2), max(p1, p2)
-            positive = xa > 0
-            cnt = cnt_p if positive else cnt_n
-            near = xa * (near_p if positive else near_n)
-            if negative_zero:
-                clean = (cnt == 0) | (near < T)
-            else:
-                clean = (cnt == 0) | (near >= T)
+            lo_p, hi_p, _, clean = _row_extent(xa, ymin, ymax, cnt_p, near_p, cnt_n, near_n, negative_zero, T)
             ok = finite & (xa - xa == 0)
             in_band = (lo_p >= L) & (hi_p < U)
             lower_row = ok & in_band & (hi_p < T)
