@@ -2,8 +2,9 @@
 
     python benchmarks/bench_cockpit.py [--rounds 30] [--threads N]
 
-For an MLP (784-512-256-10, 535,818 parameters) and a small CNN (two 5x5 convolutions and two
-Linear layers, 215,370 parameters), batch 128, on MNIST-like data: scikit-learn's digits scaled
+For an MLP (784-512-256-10, 535,818 parameters), a small CNN (two 5x5 convolutions and two
+Linear layers, 215,370 parameters) and a wide MLP (784-2048-2048-10, 5.8 M parameters: how the
+ratios change when the same kind of model grows), batch 128, on MNIST-like data: scikit-learn's digits scaled
 up to 28 x 28 and standardised (the histograms' cost grows with the number of large per-sample
 gradient elements, so the data matters). Configurations economy, business and full, each
 logging to a folder; business also with the Monte-Carlo Gauss-Newton diagonal (an estimate, one
@@ -35,6 +36,11 @@ BATCH = 128
 def mlp():
     return nn.Sequential(nn.Flatten(), nn.Linear(784, 512), nn.ReLU(), nn.Linear(512, 256), nn.ReLU(),
                          nn.Linear(256, 10))
+
+
+def wide_mlp():
+    return nn.Sequential(nn.Flatten(), nn.Linear(784, 2048), nn.ReLU(), nn.Linear(2048, 2048), nn.ReLU(),
+                         nn.Linear(2048, 10))
 
 
 def cnn():
@@ -165,6 +171,7 @@ def main():
     data = digits_28(8)
     bench("MLP", mlp, data, args.rounds)
     bench("CNN", cnn, data, args.rounds)
+    bench("wide MLP", wide_mlp, data, args.rounds)
 
 
 if __name__ == "__main__":
