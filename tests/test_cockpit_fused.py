@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from activis.cockpit.fused import distance, parameter_pass, ratio_sum
+from activis.cockpit.fused import distance, inner_and_square, parameter_pass, ratio_sum
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16])
@@ -54,3 +54,15 @@ def test_parameter_pass_gives_both_distances_and_the_snapshot(dtype):
     strided = [torch.empty(p.shape[::-1], dtype=dtype).T for p in params]
     assert parameter_pass(params, None, None, strided) == (None, None)
     assert all(torch.equal(s, p) for s, p in zip(strided, params))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16])
+def test_inner_and_square_over_pieces(dtype):
+    g = torch.Generator().manual_seed(4)
+    a = [torch.randn(40, 30, generator=g).to(dtype), torch.randn(30, 40, generator=g).to(dtype).T]
+    b = [torch.randn(40, 30, generator=g).to(dtype), torch.randn(30, 40, generator=g).to(dtype).T]
+    flat_a = torch.cat([x.double().reshape(-1) for x in a])
+    flat_b = torch.cat([x.double().reshape(-1) for x in b])
+    dot, square = inner_and_square(a, b)
+    assert dot == pytest.approx(float(flat_a @ flat_b), rel=1e-12)
+    assert square == pytest.approx(float(flat_b @ flat_b), rel=1e-12)

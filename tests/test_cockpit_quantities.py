@@ -316,3 +316,18 @@ def test_monte_carlo_gauss_newton_is_labelled_and_unbiased():
     params, x, y = snaps[0]
     want = Reference(model, params, x, y, ce).values()["HessTrace"]
     np.testing.assert_allclose(cockpit.log.record(0)["HessTrace"], want, rtol=0.1)
+
+
+def test_power_iteration_stops_on_a_zero_product():
+    from activis.cockpit.hessian import power_iteration
+
+    class ZeroHessian:
+        params = [torch.zeros(3, 2), torch.zeros(4)]
+
+        def matvec(self, vecs):
+            return [torch.zeros_like(v) for v in vecs]
+
+    start = [torch.ones(3, 2), torch.ones(4)]
+    value, vec = power_iteration(ZeroHessian(), start)
+    assert value == 0.0 and [v.shape for v in vec] == [(3, 2), (4,)]
+    assert torch.equal(start[0], torch.ones(3, 2))  # the caller's start vector is left alone

@@ -699,3 +699,16 @@ def _parameter_pass(theta, initial, previous, snapshot, use_initial, use_previou
 
 
 parameter_pass = _jit(_parameter_pass, fastmath={"reassoc", "nsz"})
+
+
+def _inner_and_square(a, b):
+    """sum(a * b) and sum(b**2) in float64, in one pass over both."""
+    ab = bb = 0.0
+    for k in range(a.size):
+        y = np.float64(b[k])
+        ab += np.float64(a[k]) * y
+        bb += y * y
+    return ab, bb
+
+
+inner_and_square = _jit(_inner_and_square, fastmath={"reassoc", "nsz"})

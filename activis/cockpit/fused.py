@@ -42,6 +42,22 @@ def ratio_sum(num: torch.Tensor, den: torch.Tensor, eps: float) -> float:
 
 
 
+def inner_and_square(a: list[torch.Tensor], b: list[torch.Tensor]) -> tuple[float, float]:
+    """sum(a · b) and ||b||**2 over lists of tensors, in float64, in one pass over both: what an
+    iteration on the Hessian needs of a product, without joining the pieces into one vector."""
+    ab = bb = 0.0
+    for x, y in zip(a, b):
+        if _compiled(x, y):
+            from ._kernels import inner_and_square as kernel
+
+            dot, square = kernel(_flat(x), _flat(y))
+        else:
+            x64, y64 = x.detach().double(), y.detach().double()
+            dot, square = float((x64 * y64).sum()), float(y64.square().sum())
+        ab, bb = ab + dot, bb + square
+    return ab, bb
+
+
 def parameter_pass(params: list[torch.Tensor], initial: list[torch.Tensor] | None,
                    previous: list[torch.Tensor] | None,
                    snapshot: list[torch.Tensor] | None) -> tuple[list[float] | None, list[float] | None]:

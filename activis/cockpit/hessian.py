@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import math
 import operator
 import warnings
 
@@ -19,6 +20,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from .fused import inner_and_square
 from .taps import Taps, Unavailable, fallback_grads, layer_grads
 
 
@@ -42,8 +44,7 @@ class HessianOperator:
         return [c.view(p.shape) for c, p in zip(flat.split([p.numel() for p in self.params]), self.params)]
 
     def flat_matvec(self, flat: torch.Tensor) -> torch.Tensor:
-        """H @ flat for a flat vector: one contiguous result, so that dot products and norms are
-        single operations instead of one per parameter tensor."""
+        """H @ flat for one flat vector (what scipy's Lanczos works on)."""
         return torch.cat([h.reshape(-1) for h in self.matvec(self.split(flat))])
 
     def matmat(self, mats: list[torch.Tensor]) -> list[torch.Tensor]:
@@ -59,22 +60,27 @@ def power_iteration(op: HessianOperator, start: list[torch.Tensor] | None = None
     """The reference's power iteration: start uniform in [0, 1), stop when lambdas agree.
 
     Returns (eigenvalue, eigenvector). ``start`` replaces the random start (a warm start from the
-    previous step's eigenvector usually converges in a few products).
+    previous step's eigenvector usually converges in a few products). The vector stays in pieces
+    shaped like the parameters: joining them into one costs a copy per product, and the Rayleigh
+    quotient and the norm come from one compiled pass over the product.
     """
     if start is None:
         start = [torch.rand(p.shape, generator=generator, dtype=p.dtype).to(p.device) for p in op.params]
-    vec = torch.cat([s.reshape(-1) for s in start]).to(op.params[0])
-    vec = vec / vec.norm()
-    eigval = torch.tensor(float("inf"), dtype=vec.dtype, device=vec.device)
+    vec = [s.to(p, copy=True) for s, p in zip(start, op.params)]  # ours to scale in place
+    torch._foreach_mul_(vec, 1.0 / math.sqrt(inner_and_square(vec, vec)[1]))
+    eigval = math.inf
     for _ in range(maxiter):
-        new = op.flat_matvec(vec)
-        new_eigval = vec @ new
-        vec = new.div_(new.norm())  # in place: a fresh vector costs more than the division
-        if torch.allclose(eigval, new_eigval, rtol=rtol, atol=atol):
-            return float(new_eigval), op.split(vec)
+        new = op.matvec(vec)
+        new_eigval, square = inner_and_square(vec, new)
+        if square == 0.0:  # H v = 0: v lies in the null space, the iteration cannot go on
+            return new_eigval, vec
+        torch._foreach_mul_(new, 1.0 / math.sqrt(square))  # in place: fresh vectors cost more
+        vec = new
+        if abs(eigval - new_eigval) <= atol + rtol * abs(new_eigval):  # torch.allclose's rule
+            return new_eigval, vec
         eigval = new_eigval
     warnings.warn(f"HessMaxEV: power iteration did not converge in {maxiter} iterations", stacklevel=3)
-    return float(eigval), op.split(vec)
+    return eigval, vec
 
 
 def lanczos(op: HessianOperator, start: list[torch.Tensor] | None = None,
