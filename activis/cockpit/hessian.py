@@ -298,7 +298,10 @@ class _LayerGGN:
         module = self.module
         if len(calls) == 1 and isinstance(module, nn.Linear) and calls[0][0].input.dim() == 2:
             call, deltas = calls[0]
-            weighted = (deltas.square() * signs[:, :, None]).sum(0)
+            squares = deltas.square()
+            # softmax cross-entropy's loss Hessian is positive semi-definite: all signs are +1, and
+            # the sum needs no product with them (half the passes over the columns)
+            weighted = squares.sum(0) if bool((signs == 1).all()) else (squares * signs[:, :, None]).sum(0)
             self.outer = (weighted if self.outer is None else self.outer[0] + weighted, call.input)
             return
         B = signs.shape[1]
