@@ -41,7 +41,6 @@ def ratio_sum(num: torch.Tensor, den: torch.Tensor, eps: float) -> float:
     return kernel(_flat(num), _flat(den), float(eps))
 
 
-
 def inner_and_square(a: list[torch.Tensor], b: list[torch.Tensor]) -> tuple[float, float]:
     """sum(a · b) and ||b||**2 over lists of tensors, in float64, in one pass over both: what an
     iteration on the Hessian needs of a product, without joining the pieces into one vector."""
