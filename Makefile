@@ -7,15 +7,21 @@ PYTHON ?= python3
 BIN     = $(VENV)/bin
 STAMP   = $(VENV)/.activis-installed
 
-.PHONY: setup demo test test-fast browser-deps lint bench
+.PHONY: setup demo test test-fast browser-deps node-deps lint bench
 
-$(STAMP): pyproject.toml constraints.txt package.json
+$(STAMP): pyproject.toml constraints.txt package.json | node-deps
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -c constraints.txt -e ".[test]"
 	touch $(STAMP)
 
 setup: $(STAMP)
+
+# Node.js and npm build the JS bundle during the install; Debian's when the machine has none.
+node-deps:
+	@command -v npm >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm; \
+	  else echo "install Node.js and npm (sudo apt-get install nodejs npm)"; exit 1; fi; }
 
 # Debian's Chromium for the real-browser tests (Playwright cannot download browsers here).
 browser-deps:
