@@ -614,8 +614,8 @@ function render({ model, el }) {
     const inside = row >= 0 ? rowMembers(row) : null;
     if (row >= 0 && !inside) return;
     sharedHoverRow = row;
-    if (inside) shared.setIndices("hover", "matrix", inside);
-    else if (shared.get("hover_source") === "matrix") shared.setIndices("hover", "matrix", null);
+    if (inside) shared.setClause("hover", inside);
+    else if (shared.mine("hover")) shared.setClause("hover", null);
   }
 
   function shareNeuron(neuron) {
@@ -647,7 +647,7 @@ function render({ model, el }) {
     if (shared) shared.dispose();
     shared = null;
     sharedHoverRow = -1;
-    shared = await connectSelection(model, followShared);
+    shared = await connectSelection(model, "matrix", followShared);
     el.dataset.linked = String(!!shared);
   }
 

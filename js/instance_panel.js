@@ -8,13 +8,6 @@ import { h } from "./common/dom.js";
 import { decodeArray } from "./common/arrays.js";
 import { connectSelection } from "./common/selection.js";
 
-// Tableau 10 / 20: distinguishable, colour-blind aware, legible on light and dark backgrounds
-const TABLEAU10 = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7",
-  "#9c755f", "#bab0ac"];
-const TABLEAU20 = ["#4e79a7", "#a0cbe8", "#f28e2b", "#ffbe7d", "#59a14f", "#8cd17d", "#b6992d", "#f1ce63",
-  "#499894", "#86bcb6", "#e15759", "#ff9d9a", "#79706e", "#bab0ac", "#d37295", "#fabfd2", "#b07aa1", "#d4a6c8",
-  "#9d7660", "#d7b5a6"];
-const UNLABELLED = "#9e9e9e";
 const CARD_LINES = 24;
 
 const CSS = `
@@ -42,15 +35,6 @@ const CSS = `
 function injectStyle() {
   if (document.getElementById("activis-instance-panel-style")) return;
   document.head.appendChild(h("style", { id: "activis-instance-panel-style", text: CSS }));
-}
-
-/** Colour of class k among n: the user's list first, then Tableau, then evenly spread hues. */
-export function classColor(k, n, custom) {
-  if (k < 0) return UNLABELLED;
-  if (custom && custom[k]) return custom[k];
-  if (n <= 10) return TABLEAU10[k];
-  if (n <= 20) return TABLEAU20[k];
-  return `hsl(${(k * 137.508) % 360}, 55%, ${k % 2 ? 45 : 60}%)`;
 }
 
 function formatNumber(v, integer) {
@@ -180,7 +164,8 @@ function render({ model, el }) {
     if (sample) for (const k of sample.classTotals.keys()) if (sample.classTotals[k]) n = Math.max(n, k + 1);
     return n;
   }
-  const colorOf = (k) => classColor(k, nClasses(), model.get("class_colors"));
+  const palette = () => model.get("colours") || {};
+  const colorOf = (k) => (k >= 0 && (palette().classes || [])[k]) || palette().missing || "#9e9e9e";
   function nameOf(k) {
     if (k < 0) return "(no label)";
     const names = model.get("class_names") || [];
@@ -196,7 +181,7 @@ function render({ model, el }) {
   // another view's hover first, else the active subset, else this view's own highlighted_indices
   let shared = null, linked = null;
   function followShared(sel) {
-    const hover = sel.get("hover_source") !== "instances" ? sel.indices("hover") : null;
+    const hover = sel.clause("hover");
     const next = hover && hover.length ? hover : sel.indices("subset_indices");
     const before = linked;
     linked = next && next.length ? next : null;
@@ -204,7 +189,7 @@ function render({ model, el }) {
   }
   async function attachSelection() {
     if (shared) shared.dispose();
-    shared = await connectSelection(model, followShared);
+    shared = await connectSelection(model, "instances", followShared);
     el.dataset.linked = String(!!shared);
   }
 
@@ -223,7 +208,7 @@ function render({ model, el }) {
       items.push(h("span", { className: "av-ip-legend-item", "data-class": String(k) }, [sw, h("span", { text: nameOf(k) })]));
     }
     if (sample && sample.label.some((k) => k < 0)) {
-      items.push(h("span", {}, [h("span", { className: "swatch", style: { background: UNLABELLED } }), h("span", { text: "(no label)" })]));
+      items.push(h("span", {}, [h("span", { className: "swatch", style: { background: palette().missing } }), h("span", { text: "(no label)" })]));
     }
     items.push(h("span", { className: "av-ip-legend-note", text: "fill: true class · border: predicted class · right: misclassified" }));
     legend.replaceChildren(...items);
@@ -516,7 +501,7 @@ function render({ model, el }) {
     });
   }
   model.on("change:_sample", () => schedule(true));
-  for (const name of ["_sort_keys", "sort_label", "pinned", "highlighted_indices", "class_names", "class_colors", "thumbnails", "height"]) {
+  for (const name of ["_sort_keys", "sort_label", "pinned", "highlighted_indices", "class_names", "colours", "thumbnails", "height"]) {
     model.on(`change:${name}`, () => schedule(false));
   }
   const resize = new ResizeObserver(() => {

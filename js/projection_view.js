@@ -887,13 +887,12 @@ function render({ model, el }) {
   // ---------------------------------------------------------------- shared selection (explorer)
   /** Follow every clause of the shared selection except this view's own (Mosaic's rule). */
   function followShared(sel) {
-    const hoverSource = sel.get("hover_source");
-    const litRaw = hoverSource !== "projection" && sel.get("hover") ? sel.get("hover") : sel.get("subset_indices");
+    const litRaw = !sel.mine("hover") && sel.get("hover") ? sel.get("hover") : sel.get("subset_indices");
     if (litRaw !== linkedLit.raw) {
       linkedLit = { raw: litRaw, ids: litRaw ? decodeArray(litRaw).data : null };
       loadHighlight();
     }
-    const brushRaw = sel.get("brush_source") !== "projection" ? sel.get("brush") : null;
+    const brushRaw = !sel.mine("brush") ? sel.get("brush") : null;
     if (brushRaw !== linkedBrush.raw) {
       linkedBrush = { raw: brushRaw, ids: brushRaw ? decodeArray(brushRaw).data : null };
       loadFilter();
@@ -910,7 +909,7 @@ function render({ model, el }) {
 
   async function attachSelection() {
     if (shared) shared.dispose();
-    shared = await connectSelection(model, followShared);
+    shared = await connectSelection(model, "projection", followShared);
     if (!shared) {
       linkedLit = { raw: null, ids: null };
       linkedBrush = { raw: null, ids: null };

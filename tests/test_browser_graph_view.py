@@ -152,3 +152,51 @@ def test_graph_view_500_nodes_layout_time(lab, page):
     page.wait_for_function("([el, t]) => el.getAttribute('transform') !== t", arg=[viewport.element_handle(), before],
                            timeout=5_000)
     assert layout_ms < 5_000
+
+
+def test_graph_view_markers(lab, page):
+    """Markers (the doctor's contract) are text badges: on the node, summed up on a collapsed module."""
+    panel = open_cells(page, lab, "graph_view_markers.ipynb", [
+        MODEL + "g = extract_graph(Net(), torch.randn(2, 3, 8, 8))\nw = GraphView(g)\nw",
+        f"w.markers = {{'fc': {{'severity': 'error', 'count': 2, 'title': {XSS!r}}},"
+        " 'layer1.0.conv1': {'severity': 'warning', 'count': 1, 'title': 'dead units'},"
+        " 'layer1.1': {'severity': 'note', 'count': 3, 'title': 'slow'}}",
+        "w.expand('layer1')",
+        "w.markers = {}",
+    ])
+    cell = run_cell(panel, 0)
+    view = cell.locator(".activis-graph[data-rendered]")
+    view.wait_for()
+    assert view.get_attribute("data-marked-nodes") == "0"
+    assert view.locator(".activis-marker").count() == 0
+
+    run_cell(panel, 1)
+    fc = view.locator(".activis-node[data-layer='fc'][data-marker-severity='error']")
+    fc.wait_for()
+    assert fc.get_attribute("data-marker-count") == "2"
+    assert fc.locator(".activis-marker text").text_content() == "\u2716 2"
+    # the collapsed layer1 holds a warning and a note: one badge, the worst severity, the counts summed
+    layer1 = view.locator(".activis-node[data-key='module:layer1']")
+    assert layer1.get_attribute("data-marker-severity") == "warning"
+    assert layer1.get_attribute("data-marker-count") == "4"
+    assert view.get_attribute("data-marked-nodes") == "2"
+    # the badge is drawn in the severity colour the palette sent
+    colours = view.evaluate("(el) => [...el.querySelectorAll('.activis-marker rect')]"
+                            ".map((r) => r.getAttribute('fill'))")
+    assert sorted(colours) == sorted(["#d32f2f", "#ef8f00"])
+    # a title from data is text in the tooltip, never markup
+    fc.hover()
+    tip = view.locator(".activis-tooltip")
+    tip.wait_for(state="visible")
+    assert f"error: {XSS}" in tip.inner_text()
+    assert view.locator("img").count() == 0
+
+    # expanded, each block carries its own marker
+    redrawn_after(page, view, lambda: run_cell(panel, 2))
+    view.locator(".activis-node[data-key='module:layer1.0'][data-marker-severity='warning']").wait_for()
+    assert view.locator(".activis-node[data-key='module:layer1.1']").get_attribute("data-marker-count") == "3"
+    view.screenshot(path=str(ARTIFACTS / "graph_view_markers.png"))
+
+    redrawn_after(page, view, lambda: run_cell(panel, 3))
+    assert view.locator(".activis-marker").count() == 0
+    assert view.get_attribute("data-marked-nodes") == "0"

@@ -8,7 +8,8 @@ import pytest
 
 from activis.projection import Projector
 from activis.store import write_store
-from activis.widgets.projection_view import ProjectionView, categorical_colors, color_encoding
+from activis.widgets.colours import categorical
+from activis.widgets.projection_view import ProjectionView, color_encoding
 
 XSS = "<img src=x onerror=alert(1)>"
 
@@ -108,7 +109,7 @@ def test_colour_encodings(store):
     assert codes.dtype == np.uint8 and len(palette) == 256
     assert [e["label"] for e in legend["entries"]] == ["cat", "dog", XSS]  # text, passed through untouched
     assert sum(e["count"] for e in legend["entries"]) == 900
-    assert palette[:3] == categorical_colors(3)
+    assert palette[:3] == categorical(3)
 
     codes, palette, legend = color_encoding(store, "correct")
     wrong = ~store.instances["correct"].to_numpy()

@@ -1,4 +1,4 @@
-"""What every activis view shares: its bundled ES module and a pinned size."""
+"""What every activis view shares: its bundled ES module, a pinned size and the one palette."""
 
 from __future__ import annotations
 
@@ -6,6 +6,8 @@ import pathlib
 
 import anywidget
 import traitlets
+
+from .colours import palette
 
 STATIC = pathlib.Path(__file__).resolve().parent.parent / "static"
 
@@ -21,7 +23,22 @@ def bundle(name: str) -> pathlib.Path:
     return path
 
 
+def class_count(store) -> int:
+    """How many classes a store's views colour: its class names, or the largest label or prediction + 1."""
+    n = len(store.class_names)
+    for column in ("label", "pred"):
+        try:
+            values = store.column(column)
+        except KeyError:
+            continue
+        if len(values):
+            n = max(n, int(max(values.max(), -1)) + 1)
+    return n
+
+
 class View(anywidget.AnyWidget):
-    """Base of the activis views: a fixed height so that the notebook layout stays stable."""
+    """Base of the activis views: a fixed height so that the notebook layout stays stable, and the
+    palette (`activis.widgets.colours`) the browser draws data in; an explorer hands all its views one."""
 
     height = traitlets.Int(420).tag(sync=True)
+    colours = traitlets.Dict(palette()).tag(sync=True)

@@ -11,10 +11,9 @@ from ipywidgets import widget_serialization
 from ..subsets import STATS, Subset, SubsetError, Subsets, checked_indices, cluster_neurons, sort_neurons
 from ._arrays import array_serialization
 from ._base import View, bundle
+from .row_keys import INSTANCE_PREFIX, SUBSET_PREFIX, instance_of, instance_row, is_reserved, subset_of, subset_row
 from .selection import Selection
 
-SUBSET_PREFIX = "subset:"
-INSTANCE_PREFIX = "instance:"
 ORDER_MODES = ("index", "sort", "cluster")
 # instance indices of all rows together that the browser may hold for linking through a shared
 # Selection (hovering a row lights up its instances elsewhere without the kernel); beyond this,
@@ -27,7 +26,8 @@ class ActivationMatrix(View):
 
     A subset row is the mean (or fraction active, or std) of its members' activations; an
     instance row is that instance's activations. Rows are identified by keys:
-    ``"subset:<name>"``, ``"instance:<index>"`` or the key given to `add_rows_from_indices`.
+    ``"subset:<name>"``, ``"instance:<index>"`` or the key given to `add_rows_from_indices`
+    (`activis.widgets.row_keys` spells them).
     ``row_keys`` is the list of rows shown, in order; the browser and Python both edit it.
 
     Linkable state: ``selected_neuron`` (-1 for none), ``selected_row`` / ``hovered_row`` (row
@@ -89,7 +89,7 @@ class ActivationMatrix(View):
             raise ValueError(f"Store {store.path} holds no layers to show.")
         super().__init__(layers=layers, layer=layer if layer is not None else layers[-1], **kwargs)
         if rows is None:
-            rows = [SUBSET_PREFIX + name for name in self._subsets.by_class()]
+            rows = [subset_row(name) for name in self._subsets.by_class()]
         keys = list(dict.fromkeys(self._as_key(r) for r in rows))
         for key in keys:
             self._row_subset(key)  # a clear error for a bad row now, not a silently missing row
@@ -130,11 +130,11 @@ class ActivationMatrix(View):
         if definition is not None:
             self._subsets.add(name, definition)
         self._subsets[name]  # noqa: B018 - a clear KeyError naming the subsets
-        return self._append(SUBSET_PREFIX + name)
+        return self._append(subset_row(name))
 
     def add_instance(self, index: int) -> str:
         """Pin one instance as a row; returns its row key."""
-        return self._append(INSTANCE_PREFIX + str(self._checked_instance(index)))
+        return self._append(instance_row(self._checked_instance(index)))
 
     def add_rows_from_indices(self, key: str, label: str, indices) -> str:
         """Show (or update) a row that is the mean over any instances, e.g. a brushed selection.
@@ -142,7 +142,7 @@ class ActivationMatrix(View):
         Cheap for small sets (their rows are read directly); calling it again with the same key
         replaces the row's instances in place, which suits a temporary hover row.
         """
-        if not isinstance(key, str) or not key or key.startswith((SUBSET_PREFIX, INSTANCE_PREFIX)):
+        if not isinstance(key, str) or not key or is_reserved(key):
             raise ValueError(f"Row key {key!r} must be a non-empty string not starting with "
                              f"{SUBSET_PREFIX!r} or {INSTANCE_PREFIX!r}.")
         indices = checked_indices(indices, self._store.n_instances)
@@ -167,11 +167,11 @@ class ActivationMatrix(View):
 
     def _as_key(self, row) -> str:
         if isinstance(row, (int, np.integer)) and not isinstance(row, bool):
-            return INSTANCE_PREFIX + str(int(row))
-        if isinstance(row, str) and (row in self._custom or row.startswith((SUBSET_PREFIX, INSTANCE_PREFIX))):
+            return instance_row(row)
+        if isinstance(row, str) and (row in self._custom or is_reserved(row)):
             return row
         if isinstance(row, str) and row in self._subsets:
-            return SUBSET_PREFIX + row
+            return subset_row(row)
         if isinstance(row, str) and row in self.row_keys:
             return row
         raise KeyError(f"{row!r} is neither a row key, a subset name nor an instance index.")
@@ -186,24 +186,23 @@ class ActivationMatrix(View):
         """The definition behind a row key; a clear error for anything unknown."""
         if key in self._custom:
             return self._custom[key][1]
-        if key.startswith(SUBSET_PREFIX):
-            return self._subsets[key[len(SUBSET_PREFIX):]]
+        if subset_of(key) is not None:
+            return self._subsets[subset_of(key)]
         if key.startswith(INSTANCE_PREFIX):
-            text = key[len(INSTANCE_PREFIX):]
-            if not text.isdigit():
-                raise KeyError(f"Row {key!r}: {text!r} is not an instance index.")
-            return Subset.from_indices([self._checked_instance(int(text))])
+            if instance_of(key) is None:
+                raise KeyError(f"Row {key!r}: {key[len(INSTANCE_PREFIX):]!r} is not an instance index.")
+            return Subset.from_indices([self._checked_instance(instance_of(key))])
         raise KeyError(f"Unknown row {key!r}.")
 
     def _row_meta(self, key: str, size: int) -> dict:
         if key in self._custom:
             label, subset = self._custom[key]
             return {"key": key, "label": label, "kind": "indices", "size": size, "description": subset.describe()}
-        if key.startswith(SUBSET_PREFIX):
-            name = key[len(SUBSET_PREFIX):]
+        name = subset_of(key)
+        if name is not None:
             return {"key": key, "label": name, "kind": "subset", "size": size,
                     "description": self._subsets[name].describe()}
-        index = int(key[len(INSTANCE_PREFIX):])
+        index = instance_of(key)
         return {"key": key, "label": self._instance_label(index), "kind": "instance", "size": 1,
                 "description": f"instance {index}"}
 

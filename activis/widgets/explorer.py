@@ -14,15 +14,15 @@ import ipywidgets as widgets
 
 from ..analysis import AnalysisError, explain_instance
 from ..subsets import Subsets
+from . import row_keys
+from ._base import class_count
 from .activation_matrix import ActivationMatrix
+from .colours import palette
 from .graph_view import GraphView
 from .instance_panel import InstancePanel
 from .projection_view import ProjectionView
-from .selection import Selection, as_indices
+from .selection import INSTANCES, MATRIX, PROJECTION, Selection, as_indices
 from .subset_panel import SubsetPanel
-
-BRUSH_ROW = "selection"
-HOVER_ROW = "hover"
 
 
 class LayerNotCaptured(KeyError):
@@ -74,6 +74,9 @@ class Explorer(widgets.VBox):
         self.last_explanation = None
         for view in (self.matrix, self.projection, self.instances):
             view.shared_selection = self.selection  # hovers and the active subset travel in the browser
+        self.colours = palette(class_count(store))
+        for view in self.views:
+            view.colours = self.colours  # one set of class colours for every view
         self._wire()
         row = widgets.Layout(width="100%")
         children = [self.status]
@@ -86,6 +89,12 @@ class Explorer(widgets.VBox):
         ]
         super().__init__(children=children, layout=widgets.Layout(width="100%"))
         self.add_class("activis-explorer")
+
+    @property
+    def views(self) -> list:
+        """Every activis view of the explorer."""
+        views = [self.matrix, self.projection, self.instances, self.subset_panel]
+        return views if self.graph_view is None else [self.graph_view, *views]
 
     # ------------------------------------------------------------------ wiring
     def _wire(self) -> None:
@@ -154,15 +163,14 @@ class Explorer(widgets.VBox):
     def _on_hover_instance(self, change) -> None:
         index = change["new"]
         if index >= 0:
-            label = f"hover #{index}"
-            self.matrix.add_rows_from_indices(HOVER_ROW, label, [index])
-        elif HOVER_ROW in self.matrix.row_keys:
-            self.matrix.remove_row(HOVER_ROW)
+            self.matrix.add_rows_from_indices(row_keys.HOVER, f"hover #{index}", [index])
+        elif row_keys.HOVER in self.matrix.row_keys:
+            self.matrix.remove_row(row_keys.HOVER)
 
     def _on_projection_select(self, change) -> None:
         indices = as_indices(change["new"])
         if self.projection.lasso is not None:  # a lasso or box: a brush
-            self.selection.set_brush(indices if indices.size else None, "projection")
+            self.selection.set_brush(indices if indices.size else None, PROJECTION)
         elif indices.size == 1:  # a click on one point pins it
             self.selection.pin(int(indices[0]))
 
@@ -170,51 +178,47 @@ class Explorer(widgets.VBox):
         pinned = list(change["new"])
         if list(self.instances.pinned) != pinned:
             self.instances.pinned = pinned
-        shown = {int(k.split(":", 1)[1]) for k in self.matrix.row_keys if k.startswith("instance:")}
+        shown = row_keys.instances_in(self.matrix.row_keys)
         for index in pinned:
             if index not in shown:
                 self.matrix.add_instance(index)
         for index in shown - set(pinned):
-            self.matrix.remove_row(f"instance:{index}")
+            self.matrix.remove_row(row_keys.instance_row(index))
         new = [i for i in pinned if i not in set(change["old"] or [])]
         if new:
             self.explain(new[-1])
 
     def _on_matrix_rows(self, change) -> None:
         """A pinned instance row removed in the matrix unpins the instance everywhere."""
-        kept = {int(k.split(":", 1)[1]) for k in change["new"] if k.startswith("instance:")}
-        removed = {int(k.split(":", 1)[1]) for k in change["old"] or [] if k.startswith("instance:")} - kept
+        removed = row_keys.instances_in(change["old"]) - row_keys.instances_in(change["new"])
         if removed:
             self.selection.pinned = [i for i in self.selection.pinned if i not in removed]
 
     def _on_brush(self, _change) -> None:
-        sel = self.selection
-        brushed = sel.brushed()
-        if sel.brush_source != "instances":
-            self.instances.filter(brushed)
+        self.instances.filter(self.selection.clause("brush", INSTANCES))
         self._refresh_brush_row()
 
     def _refresh_brush_row(self) -> None:
-        brushed = self.selection.brushed()
+        brushed = self.selection.clause("brush", MATRIX)
         if brushed is None or not brushed.size:
-            if BRUSH_ROW in self.matrix.row_keys:
-                self.matrix.remove_row(BRUSH_ROW)
+            if row_keys.BRUSH in self.matrix.row_keys:
+                self.matrix.remove_row(row_keys.BRUSH)
             return
-        self.matrix.add_rows_from_indices(BRUSH_ROW, f"selection ({brushed.size})", brushed)
+        self.matrix.add_rows_from_indices(row_keys.BRUSH, f"selection ({brushed.size})", brushed)
 
     def _on_subset_pick(self, change) -> None:
         name = change["new"]
         self.selection.subset = name
         self.selection.subset_indices = as_indices(self.subsets.indices(name)) if name else None
-        if name and f"subset:{name}" not in self.matrix.row_keys:
+        if name and row_keys.subset_row(name) not in self.matrix.row_keys:
             self.matrix.add_subset(name)
 
     def _on_matrix_row_pick(self, change) -> None:
-        key = change["new"]
-        if key.startswith("subset:") and self.subset_panel.active != key[7:]:
-            self.subset_panel.active = key[7:]
-        elif key.startswith("instance:"):
-            self.explain(int(key.split(":", 1)[1]))
+        subset, instance = row_keys.subset_of(change["new"]), row_keys.instance_of(change["new"])
+        if subset is not None and self.subset_panel.active != subset:
+            self.subset_panel.active = subset
+        elif instance is not None:
+            self.explain(instance)
 
     # ------------------------------------------------------------------ analysis
     def explain(self, index: int):
@@ -237,7 +241,7 @@ class Explorer(widgets.VBox):
             subset = f"true {names[cls] if cls < len(names) else cls}"
             if subset not in self.subsets:
                 self.subsets.add(subset, f"label == {int(cls)}")
-            if f"subset:{subset}" not in self.matrix.row_keys:
+            if row_keys.subset_row(subset) not in self.matrix.row_keys:
                 self.matrix.add_subset(subset)
         self.why.clear_output()
         with self.why:

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import difflib
+
 import traitlets
 
 from ..graph import ComputationGraph
 from ._base import View, bundle
+
+SEVERITIES = ("error", "warning", "note")
 
 
 class GraphView(View):
@@ -15,6 +19,11 @@ class GraphView(View):
     collapsed module); double-click a module to expand or collapse it. Setting
     ``selected_layer`` from Python highlights the node; ``captured_layers`` marks the nodes
     whose activations are in the store.
+
+    ``markers`` puts a badge on nodes: ``{node name or module path: {"severity": "error" | "warning" |
+    "note", "count": int, "title": str}}`` (the training doctor marks the layers its findings are
+    about). A collapsed module shows the worst marker inside it with the counts summed; hovering
+    shows the titles.
     """
 
     _esm = bundle("graph_view")
@@ -23,11 +32,30 @@ class GraphView(View):
     selected_layer = traitlets.Unicode("").tag(sync=True)
     expanded = traitlets.List(traitlets.Unicode()).tag(sync=True)
     captured_layers = traitlets.List(traitlets.Unicode()).tag(sync=True)
+    markers = traitlets.Dict().tag(sync=True)
     layout_ms = traitlets.Float(0.0).tag(sync=True)  # measured in the browser, for benchmarks
 
     def __init__(self, graph: ComputationGraph, **kwargs):
         super().__init__(graph=graph.to_dict(), **kwargs)
         self._graph = graph
+
+    @traitlets.validate("markers")
+    def _check_markers(self, proposal):
+        checked = {}
+        for name, marker in proposal["value"].items():
+            if name not in self._graph and name not in self._graph.modules:
+                known = [n.name for n in self._graph.nodes] + [p for p in self._graph.modules if p]
+                close = difflib.get_close_matches(str(name), known, n=3)
+                hint = f" Did you mean {' or '.join(map(repr, close))}?" if close else ""
+                raise traitlets.TraitError(f"Marker for {name!r}: no such node or module in the graph.{hint}")
+            if not isinstance(marker, dict) or marker.get("severity") not in SEVERITIES:
+                raise traitlets.TraitError(f"Marker for {name!r} needs a severity, one of {', '.join(SEVERITIES)}; "
+                                           f"got {marker!r}.")
+            count = marker.get("count", 1)
+            if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+                raise traitlets.TraitError(f"Marker for {name!r}: count must be a whole number >= 0, not {count!r}.")
+            checked[str(name)] = {"severity": marker["severity"], "count": count, "title": str(marker.get("title", ""))}
+        return checked
 
     @property
     def computation_graph(self) -> ComputationGraph:

@@ -9,7 +9,8 @@ from ipywidgets import widget_serialization
 
 from ..analysis import as_indices, sample_instances
 from ._arrays import array_serialization, array_to_json
-from ._base import View, bundle
+from ._base import View, bundle, class_count
+from .colours import palette
 from .selection import Selection
 
 # the instances table's own columns; anything else is the user's metadata and goes in the hover card
@@ -102,7 +103,6 @@ class InstancePanel(View):
     _sample = traitlets.Dict().tag(sync=True, to_json=_nested_to_json)
     _sort_keys = traitlets.Any(None).tag(sync=True, **array_serialization)
     class_names = traitlets.List(traitlets.Unicode()).tag(sync=True)
-    class_colors = traitlets.List(traitlets.Unicode()).tag(sync=True)  # CSS colours by class index; [] = Tableau
     thumbnails = traitlets.Bool(True).tag(sync=True)  # draw image thumbnails inside the squares
     sort_label = traitlets.Unicode("").tag(sync=True)
 
@@ -124,6 +124,7 @@ class InstancePanel(View):
             raise ValueError("images= was given but the store keeps no inputs (capture them with keep_inputs).")
         self._shown = np.zeros(0, dtype=np.int64)
         self._ready = False  # the traits set by __init__ would each draw a sample otherwise
+        kwargs.setdefault("colours", palette(class_count(store)))
         super().__init__(class_names=[str(c) for c in store.class_names], max_instances=max_instances, seed=seed,
                          **kwargs)
         self._ready = True

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import colorsys
 import threading
 
 import numpy as np
@@ -11,51 +10,27 @@ import traitlets
 from ipywidgets import widget_serialization
 
 from ..projection import ProjectionJob, Projector, instance_rows
+from . import colours
 from ._arrays import array_serialization
-from ._base import View, bundle
+from ._base import View, bundle, class_count
 from .selection import Selection
 
 MISSING = 255  # colour code of instances without a value (unlabelled, NaN metadata)
-MISSING_COLOR = "#9e9e9e"
 MAX_CATEGORIES = 60  # more distinct values: the most frequent 59 and "other"
 CONTINUOUS_LEVELS = 255
 _CATEGORICAL_MAX_UNIQUE = 12  # a numeric column with more distinct values is drawn as continuous
 
-# Tableau 10 and its light companions, then well-spread hues for long category lists
-_BASE = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7", "#9c755f",
-         "#bab0ac", "#a0cbe8", "#ffbe7d", "#ff9d9a", "#86bcb6", "#8cd17d", "#f1ce63", "#d4a6c8", "#fabfd2",
-         "#d37295", "#79706e"]
-_VIRIDIS = ["#440154", "#482878", "#3e4989", "#31688e", "#26828e", "#1f9e89", "#35b779", "#6ece58", "#b5de2b",
-            "#fde725"]
-_DIVERGING = ["#2166ac", "#4393c3", "#92c5de", "#d1e5f0", "#f7f7f7", "#fddbc7", "#f4a582", "#d6604d", "#b2182b"]
-_CORRECT_COLORS = ["#8da0cb", "#e6550d"]  # correct: quiet blue; misclassified: loud orange
-
-
-def categorical_colors(k: int) -> list[str]:
-    """``k`` distinguishable colours: Tableau 20 first, then golden-angle hues."""
-    out = list(_BASE[:k])
-    for i in range(len(out), k):
-        r, g, b = colorsys.hls_to_rgb((i * 0.618034) % 1.0, 0.45 + 0.15 * (i % 3) / 2, 0.65)
-        out.append(f"#{round(r * 255):02x}{round(g * 255):02x}{round(b * 255):02x}")
-    return out
-
-
-def _ramp(anchors: list[str], levels: int) -> list[str]:
-    rgb = np.array([[int(c[i:i + 2], 16) for i in (1, 3, 5)] for c in anchors], dtype=float)
-    t = np.linspace(0, len(anchors) - 1, levels)
-    lo = np.minimum(t.astype(int), len(anchors) - 2)
-    mixed = rgb[lo] + (rgb[lo + 1] - rgb[lo]) * (t - lo)[:, None]
-    return [f"#{int(round(r)):02x}{int(round(g)):02x}{int(round(b)):02x}" for r, g, b in mixed]
-
 
 def color_encoding(store, color_by: str, *, layer: str | None = None, neuron: int = 0,
-                   rows: np.ndarray | None = None) -> tuple[np.ndarray, list[str], dict]:
+                   rows: np.ndarray | None = None,
+                   classes: list[str] | None = None) -> tuple[np.ndarray, list[str], dict]:
     """Colour codes (uint8 per instance), the palette (code -> CSS colour) and a legend description.
 
     ``color_by`` is "label", "pred", "correct", "neuron" (the activation of ``neuron`` at
     ``layer``, continuous) or any column of ``store.instances``. One byte per instance crosses to
     the browser whatever the encoding; continuous values are quantised to 255 levels (the tooltip
-    shows exact values). Other views can use this to colour instances the same way.
+    shows exact values). ``classes``: the class colours (a view's ``colours["classes"]``; by default
+    `activis.widgets.colours.class_colours`). Other views can use this to colour instances the same way.
     """
     table = store.instances if rows is None else store.instances.iloc[rows]
     names = store.class_names
@@ -64,12 +39,12 @@ def color_encoding(store, color_by: str, *, layer: str | None = None, neuron: in
         k = max(len(names), int(values.max()) + 1 if len(values) else 0)
         labels = [names[i] if i < len(names) else str(i) for i in range(k)]
         title = "true class" if color_by == "label" else "prediction"
-        return _categorical(np.where(values >= 0, values, -1), labels, title)
+        return _categorical(np.where(values >= 0, values, -1), labels, title, classes)
     if color_by == "correct":
         labelled = table["label"].to_numpy() >= 0
         values = np.where(labelled, (~table["correct"].to_numpy()).astype(int), -1)
         codes, _, legend = _categorical(values, ["correct", "misclassified"], "correct / misclassified")
-        return codes, _CORRECT_COLORS + [MISSING_COLOR] * (256 - len(_CORRECT_COLORS)), legend
+        return codes, colours.CORRECTNESS + [colours.MISSING] * (256 - len(colours.CORRECTNESS)), legend
     if color_by == "neuron":
         if layer is None:
             raise ValueError("Colouring by neuron needs a layer.")
@@ -95,7 +70,8 @@ def color_options(store) -> list[str]:
     return ["label", "pred", "correct", "neuron"] + [c for c in store.instances.columns if c not in skip]
 
 
-def _categorical(values: np.ndarray, labels: list[str], title: str) -> tuple[np.ndarray, list[str], dict]:
+def _categorical(values: np.ndarray, labels: list[str], title: str,
+                 classes: list[str] | None = None) -> tuple[np.ndarray, list[str], dict]:
     values = np.asarray(values, dtype=np.int64)
     valid = values >= 0
     counts = np.bincount(values[valid], minlength=len(labels))
@@ -107,7 +83,8 @@ def _categorical(values: np.ndarray, labels: list[str], title: str) -> tuple[np.
         labels = [labels[i] for i in keep] + [f"other ({len(counts) - len(keep)} values)"]
         counts = np.bincount(values[valid], minlength=len(labels))
     codes = np.where(valid, values, MISSING).astype(np.uint8)
-    palette = categorical_colors(len(labels)) + [MISSING_COLOR] * (256 - len(labels))
+    palette = colours.class_colours(len(labels), classes if len(labels) <= MAX_CATEGORIES else None)
+    palette += [colours.MISSING] * (256 - len(labels))
     entries = [{"code": i, "label": labels[i], "count": int(counts[i])} for i in range(len(labels)) if counts[i]]
     missing = int((~valid).sum())
     if missing:
@@ -126,7 +103,7 @@ def _continuous(values: np.ndarray, title: str) -> tuple[np.ndarray, list[str], 
     legend = {"kind": "continuous", "title": title, "missing": int((~finite).sum())}
     if not finite.any():
         legend["domain"] = [0.0, 0.0]
-        return codes, _ramp(_VIRIDIS, CONTINUOUS_LEVELS) + [MISSING_COLOR], legend
+        return codes, colours.ramp(colours.VIRIDIS, CONTINUOUS_LEVELS) + [colours.MISSING], legend
     v = values[finite]
     lo, hi = float(v.min()), float(v.max())
     p_lo, p_hi = (float(x) for x in np.percentile(v, [0.5, 99.5]))
@@ -141,8 +118,8 @@ def _continuous(values: np.ndarray, title: str) -> tuple[np.ndarray, list[str], 
     legend["scale"] = "diverging" if diverging else "sequential"
     if lo > v.min() or hi < v.max():
         legend["note"] = f"(clipped; full range {v.min():.4g} to {v.max():.4g})"
-    ramp = _ramp(_DIVERGING if diverging else _VIRIDIS, CONTINUOUS_LEVELS)
-    return codes, ramp + [MISSING_COLOR], legend
+    ramp = colours.ramp(colours.DIVERGING if diverging else colours.VIRIDIS, CONTINUOUS_LEVELS)
+    return codes, ramp + [colours.MISSING], legend
 
 
 def _int32_or_none(indices) -> np.ndarray | None:
@@ -219,11 +196,11 @@ class ProjectionView(View):
         layer = layer or store.layers[-1]
         store.activations(layer)  # a clear KeyError naming the captured layers
         super().__init__(layers=store.layers, layer=layer, method=method, color_by=color_by, neuron=neuron,
-                         color_options=color_options(store),
+                         color_options=color_options(store), colours=colours.palette(class_count(store)),
                          instance_ids=None if rows is None else rows.astype(np.int32), **kwargs)
         self._recolor()
         self.observe(self._on_projection_change, ["layer", "method"])
-        self.observe(self._on_color_change, ["color_by", "neuron"])
+        self.observe(self._on_color_change, ["color_by", "neuron", "colours"])
         self.observe(self._on_hover, ["hovered_index"])
         self._request()
 
@@ -350,7 +327,7 @@ class ProjectionView(View):
 
     def _recolor(self) -> None:
         codes, palette, legend = color_encoding(self._store, self.color_by, layer=self.layer, neuron=self.neuron,
-                                                rows=self._rows)
+                                                rows=self._rows, classes=self.colours.get("classes"))
         with self._lock, self.hold_sync():
             self.palette = palette
             self.legend = legend

@@ -1,9 +1,11 @@
 """The one selection that the views of an explorer share, synced to the browser.
 
 Following Mosaic's cross-filtering: each view writes the clauses it owns (its ``*_source`` says
-which view wrote a clause) and reacts to every clause except its own, so a brush never erases
-itself. Because this is a widget model, views read and write it in the browser: hovering a matrix
-row lights up its instances in the projection without a round trip through the kernel.
+which view wrote a clause) and follows every clause except its own, so a brush never erases
+itself. The Selection applies that rule itself: a view asks `Selection.clause` (in the browser,
+``js/common/selection.js``) and gets nothing back for a clause it wrote. Because this is a widget
+model, views read and write it in the browser: hovering a matrix row lights up its instances in the
+projection without a round trip through the kernel.
 """
 
 from __future__ import annotations
@@ -21,6 +23,13 @@ def as_indices(values) -> np.ndarray:
     if values is None:
         return np.zeros(0, np.int32)
     return np.asarray(values, dtype=np.int64).reshape(-1).astype(np.int32)
+
+
+# the views' names in the clauses they write (the ``*_source`` traits); the JS views use the same names
+PROJECTION = "projection"
+MATRIX = "matrix"
+INSTANCES = "instances"
+CLAUSES = ("brush", "hover")
 
 
 class Selection(AnyWidget):
@@ -49,12 +58,18 @@ class Selection(AnyWidget):
             self.hover_source = source
             self.hover = None if indices is None else as_indices(indices)
 
+    def clause(self, name: str, view: str) -> np.ndarray | None:
+        """The instances of clause ``name`` that ``view`` follows: None when ``view`` wrote it (Mosaic's rule)."""
+        if name not in CLAUSES:
+            raise KeyError(f"No clause {name!r}; clauses: {', '.join(CLAUSES)}")
+        value = getattr(self, name)
+        if value is None or getattr(self, f"{name}_source") == view:
+            return None
+        return np.asarray(value, dtype=np.int64)
+
     def pin(self, index: int) -> None:
         if int(index) not in self.pinned:
             self.pinned = [*self.pinned, int(index)]
 
     def unpin(self, index: int) -> None:
         self.pinned = [i for i in self.pinned if i != int(index)]
-
-    def brushed(self) -> np.ndarray | None:
-        return None if self.brush is None else np.asarray(self.brush, dtype=np.int64)
