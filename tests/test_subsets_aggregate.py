@@ -5,7 +5,9 @@ import tracemalloc
 import numpy as np
 import pytest
 
-import activis.subsets as subsets_module
+import activis.subsets.aggregation as aggregation_module
+import activis.subsets.collection as collection_module
+import activis.subsets.ordering as ordering_module
 from activis.store import LayerSpec, StoreWriter, open_store, write_store
 from activis.subsets import (
     STATS,
@@ -66,7 +68,7 @@ def test_aggregate_equals_numpy(tmp_path, monkeypatch, dtype, path):
     subsets = Subsets(store, chunk_bytes=4096)  # many chunks, and a chunk boundary inside every subset
     names = define(subsets, np.random.default_rng(1))
     if path == "dense":
-        monkeypatch.setattr(subsets_module, "PATTERN_BYTES", 0)  # too many patterns: dense S^T A per chunk
+        monkeypatch.setattr(aggregation_module, "PATTERN_BYTES", 0)  # too many patterns: dense S^T A per chunk
     if path == "gather":
         names = ["tiny", "one", "empty"]
     aggregate = subsets.aggregate("layer", names)
@@ -82,9 +84,9 @@ def test_paths_agree_on_one_store(tmp_path, monkeypatch):
     masks = rng.random((30, 2000)) < rng.uniform(0.001, 0.6, (30, 1))  # 30 overlapping subsets: many patterns
     activations = store.activations("layer")
     kernel = aggregate_masks(activations, masks, chunk_bytes=1000)
-    monkeypatch.setattr(subsets_module, "PATTERN_BYTES", 0)
+    monkeypatch.setattr(aggregation_module, "PATTERN_BYTES", 0)
     dense = aggregate_masks(activations, masks, chunk_bytes=1000)
-    monkeypatch.setattr(subsets_module, "GATHER_FRACTION", 100.0)
+    monkeypatch.setattr(aggregation_module, "GATHER_FRACTION", 100.0)
     gather = aggregate_masks(activations, masks, chunk_bytes=1000)
     for stat in STATS:
         np.testing.assert_allclose(kernel[stat], dense[stat], rtol=1e-5, atol=1e-5)
@@ -147,13 +149,13 @@ def test_cache_hits_and_invalidation(tmp_path, monkeypatch):
     subsets = Subsets(store)
     subsets.by_class()
     calls = []
-    real = subsets_module.aggregate_masks
+    real = collection_module.aggregate_masks
 
     def counting(activations, masks, **kwargs):
         calls.append(len(masks))
         return real(activations, masks, **kwargs)
 
-    monkeypatch.setattr(subsets_module, "aggregate_masks", counting)
+    monkeypatch.setattr(collection_module, "aggregate_masks", counting)
     first = subsets.aggregate("layer")
     again = subsets.aggregate("layer", ["true b", "true a"])
     assert calls == [5]  # served from the cache, in the order asked
@@ -272,7 +274,7 @@ def test_cluster_edge_cases():
 
 
 def test_cluster_many_neurons_goes_through_centroids(monkeypatch):
-    monkeypatch.setattr(subsets_module, "EXACT_CLUSTER_LIMIT", 256)
+    monkeypatch.setattr(ordering_module, "EXACT_CLUSTER_LIMIT", 256)
     rng = np.random.default_rng(9)
     groups = rng.permutation(np.repeat(np.arange(3), 200))
     values = np.eye(3)[:, groups] * 10 + rng.normal(0, 0.1, (3, 600))
