@@ -18,6 +18,9 @@ from activis.projection import (
     list_projections,
     project,
 )
+from activis.projection import jobs as jobs_module
+from activis.projection import pca as pca_module
+from activis.projection import umap as umap_module
 from activis.store import LayerSpec, StoreWriter, open_store, write_store
 
 
@@ -55,13 +58,13 @@ def test_pca_matches_scikit_learn_and_streams_float16(tmp_path):
     rng = np.random.default_rng(1)
     x = (rng.standard_normal((3000, 40)) @ rng.standard_normal((40, 40)) + 50).astype(np.float16)
     store = write_store(tmp_path / "s", {"h": x}, labels=np.zeros(3000, int), outputs=np.zeros((3000, 2)))
-    monkey_chunk = P._CHUNK_BYTES
+    monkey_chunk = pca_module._CHUNK_BYTES
     try:
-        P._CHUNK_BYTES = 40 * 4 * 256  # force many chunks
+        pca_module._CHUNK_BYTES = 40 * 4 * 256  # force many chunks
         job = project(store, "h", "pca")
         positions = job.wait(60)
     finally:
-        P._CHUNK_BYTES = monkey_chunk
+        pca_module._CHUNK_BYTES = monkey_chunk
     reference = PCA(2).fit(x.astype(np.float64))
     expected = reference.transform(x.astype(np.float64))
     for c in range(2):
@@ -91,7 +94,7 @@ def test_instances_subset_keeps_order_and_mask_equals_indices(clustered):
 # ------------------------------------------------------------------------------ neighbours and UMAP parts
 def test_exact_neighbours_match_scikit_learn():
     x, _ = blobs(700, d=12)
-    idx, dist = P._nearest_neighbors(x, 10, 0, lambda f: None)
+    idx, dist = umap_module._nearest_neighbors(x, 10, 0, lambda f: None)
     ref_dist, ref_idx = NearestNeighbors(n_neighbors=10).fit(x).kneighbors(x)
     assert (idx[:, 0] == np.arange(700)).all() and np.allclose(dist[:, 0], 0)
     assert np.allclose(dist, ref_dist, atol=1e-3)
@@ -99,10 +102,10 @@ def test_exact_neighbours_match_scikit_learn():
 
 
 def test_forest_neighbours_have_high_recall(monkeypatch):
-    monkeypatch.setattr(P, "_EXACT_KNN_MAX", 500)
-    monkeypatch.setattr(P, "_FOREST_LEAF", 128)
+    monkeypatch.setattr(umap_module, "_EXACT_KNN_MAX", 500)
+    monkeypatch.setattr(umap_module, "_FOREST_LEAF", 128)
     x, _ = blobs(4000, d=16, spread=1.0)
-    idx, dist = P._nearest_neighbors(x, 15, 0, lambda f: None)
+    idx, dist = umap_module._nearest_neighbors(x, 15, 0, lambda f: None)
     ref = NearestNeighbors(n_neighbors=15).fit(x).kneighbors(x)[1]
     recall = np.mean([len(set(a) & set(b)) for a, b in zip(idx, ref, strict=True)]) / 15
     assert recall > 0.95
@@ -115,17 +118,17 @@ def test_fuzzy_graph_and_sgd_match_umap_learn():
     umap_ = pytest.importorskip("umap.umap_")
     layouts = pytest.importorskip("umap.layouts")
     x, _ = blobs(150, d=8)
-    idx, dist = P._nearest_neighbors(x, 8, 0, lambda f: None)
+    idx, dist = umap_module._nearest_neighbors(x, 8, 0, lambda f: None)
     dist = dist.astype(np.float32)
-    sigma, rho = P._smooth_knn_dist(dist, 8)
+    sigma, rho = umap_module._smooth_knn_dist(dist, 8)
     ref_sigma, ref_rho = umap_.smooth_knn_dist.py_func(dist, 8.0)
     assert np.allclose(rho, ref_rho) and np.allclose(sigma, ref_sigma, rtol=1e-3)
-    graph = P._fuzzy_graph(idx, dist, 150).tocsr()
+    graph = umap_module._fuzzy_graph(idx, dist, 150).tocsr()
     rows, cols, vals, _ = umap_.compute_membership_strengths.py_func(idx, dist, ref_sigma, ref_rho)
     local = scipy.sparse.coo_matrix((vals, (rows, cols)), shape=(150, 150)).tocsr()
     ref_graph = local + local.T - local.multiply(local.T)  # fuzzy_simplicial_set's union
     assert abs(graph - ref_graph).max() < 1e-4
-    assert np.allclose(P._ab_params(1.0, 0.1), umap_.find_ab_params(1.0, 0.1))
+    assert np.allclose(umap_module._ab_params(1.0, 0.1), umap_.find_ab_params(1.0, 0.1))
 
     # SGD epochs from the same start and random state give the same layout (two epochs: the first
     # has no negative samples; later, float rounding differences grow chaotically, as in umap itself)
@@ -133,10 +136,11 @@ def test_fuzzy_graph_and_sgd_match_umap_learn():
     head, tail = coo.row.astype(np.int32), coo.col.astype(np.int32)
     eps = coo.data.max() / coo.data.astype(np.float64)
     a, b = umap_.find_ab_params(1.0, 0.1)
-    start = P._initial_layout(np.random.default_rng(0).standard_normal((150, 2)), 0)
+    start = umap_module._initial_layout(np.random.default_rng(0).standard_normal((150, 2)), 0)
     states = np.random.default_rng(0).integers(-(2**31), 2**31 - 1, size=(150, 3), dtype=np.int64)
     ours, theirs = start.copy(), start.copy()
-    P._sgd_kernel()(ours, head, tail, eps, eps.copy(), eps / 5, eps / 5, states.copy(), a, b, 1.0, 1.0, 50, 0, 2)
+    umap_module._sgd_kernel()(ours, head, tail, eps, eps.copy(), eps / 5, eps / 5, states.copy(), a, b, 1.0, 1.0,
+                              50, 0, 2)
     their_states = states.copy()
     next_sample, next_negative = eps.copy(), eps / 5
     alpha = 1.0
@@ -338,7 +342,7 @@ def test_failure_in_the_worker_is_reported(clustered, monkeypatch):
     def boom(*args, **kwargs):
         raise MemoryError("out of memory in the neighbour search")
 
-    monkeypatch.setattr(P, "_nearest_neighbors", boom)
+    monkeypatch.setattr(jobs_module, "_nearest_neighbors", boom)
     clear_projections(store, "relu")
     job = project(store, "relu", "umap", n_neighbors=9)
     with pytest.raises(ProjectionError, match="UMAP of layer 'relu' failed: out of memory"):
@@ -365,7 +369,7 @@ def test_read_only_store_still_projects(clustered, monkeypatch):
     def refuse(*args, **kwargs):
         raise PermissionError("read-only file system")
 
-    monkeypatch.setattr(P.np, "save", refuse)
+    monkeypatch.setattr(np, "save", refuse)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         job = project(store, "fc", "umap", n_epochs=20, random_state=99)

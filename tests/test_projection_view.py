@@ -191,7 +191,7 @@ def test_subset_view_sends_ids_and_maps_selection(store):
 
 
 def test_failed_job_shows_its_error(store, monkeypatch):
-    from activis import projection
+    from activis.projection import jobs as projection
 
     def broken(*args, **kwargs):
         raise RuntimeError("no memory for neighbours")
