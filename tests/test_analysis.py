@@ -1,5 +1,8 @@
 """Misclassification analysis, confusion pairs and panel sampling against data where the answer is known."""
 
+import math
+from statistics import NormalDist
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -91,27 +94,46 @@ def test_planted_neurons_rank_first(tmp_path, dtype):
     assert "misclassified as 'one'" in text and "Top neurons at 'fc'" in text
 
 
+def definition_by_neuron(acts, labels, i, true_k, other):
+    """Each neuron's row of the table from the docstring's words, one neuron at a time in plain Python.
+
+    Class means and the pooled std from the values themselves (the instance left out of its class),
+    departure as signed distance toward the compared mean, evidence as the log-ratio of two normal
+    densities: nothing shared with the vectorised code under test.
+    """
+    rows = []
+    for j in range(acts.shape[1]):
+        own = [float(acts[r, j]) for r in range(len(labels)) if labels[r] == true_k and r != i]
+        comp = [float(acts[r, j]) for r in range(len(labels)) if labels[r] == other]
+        m_t, m_c = math.fsum(own) / len(own), math.fsum(comp) / len(comp)
+        squares = math.fsum((v - m_t) ** 2 for v in own) + math.fsum((v - m_c) ** 2 for v in comp)
+        s = math.sqrt(squares / (len(own) + len(comp) - 2))
+        x = float(acts[i, j])
+        toward = x - m_t if m_c > m_t else m_t - x  # how far x moved from m_t in the direction of m_c
+        departure, separation = toward / s, abs(m_c - m_t) / s
+        evidence = math.log(NormalDist(m_c, s).pdf(x)) - math.log(NormalDist(m_t, s).pdf(x))
+        rows.append({"true_mean": m_t, "compared_mean": m_c, "pooled_std": s, "departure": departure,
+                     "separation": separation, "score": departure * separation,
+                     "progress": (x - m_t) / (m_c - m_t), "evidence": evidence})
+    return pd.DataFrame(rows)
+
+
 def test_scores_match_the_definition(tmp_path, monkeypatch):
     store, acts = planted_store(tmp_path / "s")
     monkeypatch.setattr(analysis, "CHUNK_BYTES", 8 * 20 * 37)  # 37 rows per chunk: many chunks, a ragged end
     result = explain_instance(store, 0, "fc")
     labels = np.repeat([0, 1, 2], 200)
-    m_t, m_c, s = reference(acts, labels, 0, 0, 1)
+    want = definition_by_neuron(acts, labels, 0, 0, 1)
     table = result.neurons.sort_index()
-    x = acts[0]
-    np.testing.assert_allclose(table["true_mean"], m_t, rtol=1e-10, atol=1e-12)
-    np.testing.assert_allclose(table["compared_mean"], m_c, rtol=1e-10, atol=1e-12)
-    np.testing.assert_allclose(table["pooled_std"], s, rtol=1e-9)
-    np.testing.assert_allclose(table["departure"], (x - m_t) * np.sign(m_c - m_t) / s, rtol=1e-8, atol=1e-10)
-    np.testing.assert_allclose(table["separation"], np.abs(m_c - m_t) / s, rtol=1e-8)
-    np.testing.assert_allclose(table["score"], (x - m_t) * (m_c - m_t) / s**2, rtol=1e-8, atol=1e-10)
-    np.testing.assert_allclose(table["evidence"], ((x - m_c) ** 2 - (x - m_t) ** 2) / (-2 * s**2), rtol=1e-8,
-                               atol=1e-10)
-    assert result.summary["log_likelihood_ratio"] == pytest.approx(table["evidence"].sum())
+    for column in want.columns:
+        np.testing.assert_allclose(table[column], want[column], rtol=1e-8, atol=1e-10, err_msg=column)
+    assert result.summary["log_likelihood_ratio"] == pytest.approx(math.fsum(want["evidence"]), rel=1e-9)
     # the distances table: Euclidean to each class mean (the instance left out of its own class)
-    means = [m_t, acts[labels == 1].mean(0), acts[labels == 2].mean(0)]
     for k in range(3):
-        assert result.distances.loc[k, "distance"] == pytest.approx(np.linalg.norm(x - means[k]), rel=1e-9)
+        members = [r for r in range(600) if labels[r] == k and r != 0]
+        mean = [math.fsum(float(acts[r, j]) for r in members) / len(members) for j in range(20)]
+        distance = math.sqrt(math.fsum((float(acts[0, j]) - mean[j]) ** 2 for j in range(20)))
+        assert result.distances.loc[k, "distance"] == pytest.approx(distance, rel=1e-9)
     assert (result.neurons["score"].diff().dropna() <= 0).all()  # sorted by score
 
 
