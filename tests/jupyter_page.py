@@ -77,14 +77,18 @@ def read_result(cell, timeout=60_000):
 
 
 def python_result(panel, index, condition=lambda r: True, tries=15, pause=0.4):
-    """Re-run check cell ``index`` until ``condition(result)`` holds (browser -> kernel is async)."""
+    """Re-run check cell ``index`` until ``condition(result)`` holds (browser -> kernel is async).
+
+    Raises AssertionError with the last result when it never held: a wait that returned the last
+    value silently let callers that did not check it pass.
+    """
     result = None
     for _ in range(tries):
         result = read_result(run_cell(panel, index))
         if condition(result):
             return result
         time.sleep(pause)
-    return result
+    raise AssertionError(f"check cell {index}: condition never held in {tries} runs; last result: {result}")
 
 
 def open_cells(page, lab, name, sources):

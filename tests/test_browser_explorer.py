@@ -24,6 +24,8 @@ STATE = """print("RESULT " + json.dumps({
     "neuron": ex.selection.neuron, "color_by": ex.projection.color_by, "proj_neuron": ex.projection.neuron,
     "pinned": ex.selection.pinned, "rows": ex.matrix.row_keys,
     "filter": None if ex.instances.filter_indices is None else len(ex.instances.filter_indices),
+    "narrowed": None if ex.instances.filter_indices is None else min(ex.instances.max_instances, len(
+        set(ex.instances.filter_indices.tolist()) | set(ex.selection.pinned))),
     "brush": None if ex.selection.brush is None else len(ex.selection.brush),
     "subset": ex.selection.subset, "hover_source": ex.selection.hover_source,
     "sort_label": ex.instances.sort_label,
@@ -93,8 +95,9 @@ def test_explorer_coordination(lab, page):
     page.mouse.move(pos2["x"], pos2["y"])
     hover_row = matrix.locator(".av-row[data-key='hover']")
     hover_row.filter(has_text=f"hover #{other}").wait_for()
-    page.wait_for_timeout(300)
-    assert hover_row.inner_text(timeout=2_000).startswith(f"hover #{other}")  # still there: the layout held
+    # the layout held: the new row moved nothing, the square is still under the mouse (so no other hover follows)
+    assert inst.evaluate(f"(el) => el.activisLocate({other})") == pytest.approx(pos2, abs=0.5)
+    assert hover_row.inner_text(timeout=2_000).startswith(f"hover #{other}")
     page.mouse.move(0, 0)
     hover_row.wait_for(state="detached")
 
@@ -112,9 +115,9 @@ def test_explorer_coordination(lab, page):
     page.mouse.up()
     state = python_result(panel, 1, lambda r: "selection" in r["rows"] and r["filter"])
     assert "selection" in state["rows"] and state["brush"] == state["filter"] > 0, state
-    # the panel narrows to the brushed instances (and the pinned one, always shown)
-    page.wait_for_function("([el, n]) => Number(el.dataset.drawn) <= n + 1",
-                           arg=[inst.element_handle(), state["filter"]])
+    # the panel narrows to the brushed instances and the pinned one, always shown: all of them, no more
+    page.wait_for_function("([el, n]) => Number(el.dataset.drawn) === n",
+                           arg=[inst.element_handle(), state["narrowed"]])
 
     # 5. a click on a neuron column colours the projection by it and sorts the instance panel
     matrix.locator("canvas.av-canvas").click(position={"x": 4.5 * cell_w, "y": 0.5 * row_h})
