@@ -2,12 +2,14 @@
 
 Browser tests (marked ``browser``) run in a real JupyterLab on 127.0.0.1 driven by Playwright in
 Debian's headless Chromium: `lab` (one server per test session), `browser`, and `page` (a fresh
-context that blocks and records every request leaving 127.0.0.1, and fails the test on a page
-error or an attempted external request). Notebook helpers are in ``jupyter_page.py``.
+context whose `PageGuard` blocks and records every request and WebSocket that is not for the lab
+server, and fails the test -- FAILED, in its call phase -- on any of those, on a page error, a
+``console.error`` or a failed request). Notebook helpers are in ``jupyter_page.py``.
 """
 import json
 import os
 import pathlib
+import re
 import secrets
 import socket
 import subprocess
@@ -16,6 +18,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -147,36 +150,117 @@ def browser():
         b.close()
 
 
+LOCAL_HOSTS = ("127.0.0.1", "localhost")
+
+
+def is_local(url: str, port: int) -> bool:
+    """Whether the page may load ``url``: the lab server itself (exact host and port), or data:/blob:.
+
+    Parsed, not matched by prefix: ``http://127.0.0.1.example.com`` or ``http://127.0.0.1@evil.org``
+    start like the server's address and go elsewhere.
+    """
+    parts = urlsplit(url)
+    if parts.scheme in ("data", "blob", "about"):  # in memory; about:blank is every new page's first
+        return True
+    try:
+        return parts.scheme in ("http", "ws") and parts.hostname in LOCAL_HOSTS and parts.port == port
+    except ValueError:  # a malformed port
+        return False
+
+
+class PageGuard:
+    """Blocks what leaves the lab server and records every problem a page shows only in its console.
+
+    An anywidget that fails to load shows *nothing* in the notebook, only a console error, so each
+    of these fails the test: a blocked request or WebSocket, a page error, a ``console.error``, a
+    request that failed. `check` raises them in the test's call phase (see `pytest_runtest_call`).
+    """
+
+    def __init__(self, port: int):
+        self.port = port
+        self.log: list[str] = []       # everything, for the artifact
+        self.problems: list[str] = []  # what fails the test
+        self.blocked: list[str] = []
+
+    def attach(self, ctx, page) -> "PageGuard":
+        self.page = page
+        ctx.route("**/*", self._route)
+        # WebSockets to the server are not routed (they stay direct); every other one reaches _route_ws
+        local = "|".join(re.escape(h) for h in LOCAL_HOSTS)
+        ctx.route_web_socket(re.compile(rf"^(?!ws://({local}):{self.port}/)"), self._route_ws)
+        page.on("websocket", lambda ws: self.log.append(f"websocket: {ws.url}"))
+        page.on("console", self._console)
+        page.on("pageerror", lambda e: self._problem(f"pageerror: {e}\n{e.stack}"))
+        page.on("requestfailed", self._request_failed)
+        return self
+
+    def _problem(self, line: str) -> None:
+        self.log.append(line)
+        self.problems.append(line)
+
+    def _route(self, route) -> None:
+        url = route.request.url
+        if is_local(url, self.port):
+            route.continue_()
+        else:
+            self.blocked.append(url)
+            self._problem(f"blocked request: {url}")
+            route.abort()
+
+    def _route_ws(self, ws) -> None:
+        if is_local(ws.url, self.port):
+            ws.connect_to_server()
+        else:
+            self.blocked.append(ws.url)
+            self._problem(f"blocked WebSocket: {ws.url}")
+            ws.close()
+
+    def _console(self, message) -> None:
+        line = f"console.{message.type}: {message.text}"
+        if message.type == "error":
+            self._problem(line)
+        else:
+            self.log.append(line)
+
+    def _request_failed(self, request) -> None:
+        if request.url not in self.blocked:  # a blocked one is reported as blocked
+            self._problem(f"requestfailed: {request.url} {request.failure}")
+
+    def check(self) -> None:
+        try:
+            self.page.evaluate("0")  # a round trip: events the page sent before now are delivered
+        except Exception:  # the test closed its page
+            pass
+        if self.problems:
+            pytest.fail("the page showed problems:\n" + "\n".join(self.problems), pytrace=False)
+
+
+PAGE_GUARD = pytest.StashKey[PageGuard]()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item):
+    """Fail a browser test in its call phase on what its page's guard recorded (FAILED, not a teardown ERROR)."""
+    guard = item.stash.get(PAGE_GUARD, None)
+    try:
+        result = yield
+    except BaseException as error:
+        if guard is not None and guard.problems:
+            error.add_note("the page also showed:\n" + "\n".join(guard.problems))
+        raise
+    if guard is not None:
+        guard.check()
+    return result
+
+
 @pytest.fixture
 def page(browser, lab, request):
     ctx = browser.new_context(viewport={"width": 1280, "height": 1000})
     pg = ctx.new_page()
     pg.set_default_timeout(60_000)
-    logs = []
-    pg.on("console", lambda m: logs.append(f"console.{m.type}: {m.text}"))
-    pg.on("pageerror", lambda e: logs.append(f"pageerror: {e}\n{e.stack}"))
-    pg.on("requestfailed", lambda r: logs.append(f"requestfailed: {r.url} {r.failure}"))
-    pg.console_log = logs
-    # Enforce "no network but the local Jupyter server" and record what tried to leave.
-    blocked = []
-
-    def _route(route):
-        url = route.request.url
-        if url.startswith(("http://127.0.0.1", "ws://127.0.0.1", "data:", "blob:", "about:")):
-            route.continue_()
-        else:
-            blocked.append(url)
-            route.abort()
-    ctx.route("**/*", _route)
-    pg.blocked = blocked
+    guard = request.node.stash[PAGE_GUARD] = PageGuard(lab.port).attach(ctx, pg)
     yield pg
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    (ARTIFACTS / f"{request.node.name}.console.txt").write_text(
-        "\n".join(logs + [f"BLOCKED external request: {u}" for u in blocked]))
+    (ARTIFACTS / f"{request.node.name}.console.txt").write_text("\n".join(guard.log))
     ctx.close()
     lab.shutdown_kernels()   # free the 2 cores for the next test
-    errors = [line for line in logs if line.startswith("pageerror")]
-    assert not blocked, f"requests tried to leave 127.0.0.1: {blocked}"
-    assert not errors, f"page errors: {errors}"
-
-
