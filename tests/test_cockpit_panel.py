@@ -1,6 +1,8 @@
 """CockpitPanel without a browser: what it sends, how it follows the log and the selection."""
 
+import threading
 import time
+import types
 
 import numpy as np
 import pytest
@@ -10,6 +12,7 @@ import traitlets
 from torch import nn
 
 from activis.cockpit import Cockpit, read_log
+from activis.widgets import cockpit_panel
 from activis.widgets._arrays import array_to_json
 from activis.widgets.cockpit_panel import CockpitPanel
 
@@ -57,22 +60,39 @@ def test_panel_sends_arrays_and_filters_by_selection():
         CockpitPanel(model)
 
 
+def wait_until(condition, timeout=30.0):
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.01)
+
+
 def test_live_updates_are_throttled_and_the_last_state_arrives():
+    """Counted, not timed: a throttle window longer than the loop sends nothing per step; a frozen
+    clock (every step inside one window) leaves only the trailing send to deliver the last state."""
     model, opt, cockpit = make()
-    panel = CockpitPanel(cockpit, throttle=0.3)
-    sent = panel.updates
-    t0 = time.monotonic()
+    held = CockpitPanel(cockpit, throttle=3600)
+    sent = held.updates
     steps(model, opt, cockpit, 20)
-    elapsed = time.monotonic() - t0
-    assert panel.updates - sent <= elapsed / 0.3 + 2  # not one send per step
-    deadline = time.monotonic() + 5
-    while len(panel.steps) < 20 and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert len(panel.steps) == 20  # the trailing update delivered the final state
-    panel.close()
-    steps(model, opt, cockpit, 2, start=20)
-    time.sleep(0.4)
-    assert len(panel.steps) == 20  # a closed panel no longer follows the log
+    assert held.updates == sent and len(held.steps) == 0  # not one send per step: all wait for the window's end
+    held.close()  # and closing cancels that pending send
+    wait_until(lambda: not any(isinstance(t, threading.Timer) and t.function == held._push_later
+                               for t in threading.enumerate()))
+
+    model, opt, cockpit = make()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(cockpit_panel, "time", types.SimpleNamespace(monotonic=lambda: 0.0))
+        trailing = CockpitPanel(cockpit, throttle=0.05)
+        steps(model, opt, cockpit, 20)
+        wait_until(lambda: len(trailing.steps) == 20)  # only the trailing send can have carried step 19
+    trailing.close()
+
+    synchronous = CockpitPanel(cockpit, throttle=0)  # every step sent at once: nothing left to wait for
+    steps(model, opt, cockpit, 1, start=20)
+    assert len(synchronous.steps) == 21
+    synchronous.close()
+    steps(model, opt, cockpit, 2, start=21)
+    assert len(synchronous.steps) == 21  # a closed panel no longer follows the log
 
 
 def test_panel_over_a_folder_another_process_writes(tmp_path):
