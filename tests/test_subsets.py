@@ -97,7 +97,7 @@ def test_score_and_output_functions(store, subsets):
     ("", r"non-empty string"),
     ("age", r"'age' in 'age' is not a condition"),
     ("age > 3 and topic", r"'topic' in 'age > 3 and topic' is not a condition"),
-    ("topic > 3", r"Cannot evaluate subset expression 'topic > 3'"),
+    ("topic > 3", r"Cannot compare numbers with text in subset expression 'topic > 3'"),
     ("label in 3", r"'in' needs a list"),
     ("__import__('os').system('echo pwned')", r"not available|not allowed"),
     ("age.__class__", r"Attribute is not allowed"),
@@ -110,6 +110,12 @@ def test_score_and_output_functions(store, subsets):
     ("score() > 0.1", r"takes one class"),
     ("age > 9 ** 9 ** 9", r"Exponents above 64"),
     ("topic == 'a' * 1000000000", r"Repeating text"),
+    ("text.str.repeat(3) == 'a'", r"Method .repeat\(\) is not available.*\.str\.\{contains, endswith"),
+    ("text.str.pad(5) == 'a'", r"Method .pad\(\) is not available"),
+    ("text.str.center(5) == 'a'", r"Method .center\(\) is not available"),
+    ("text.str.get(0) == 'a'", r"Method .get\(\) is not available"),
+    ("text.str.__class__('x')", r"Method .__class__\(\) is not available"),
+    ("age.str.abs() > 1", r"Attribute is not allowed"),
 ])
 def test_bad_expressions_are_clear_errors_and_save_nothing(store, subsets, expression, message):
     subsets.add("kept", "age > 1")
@@ -118,6 +124,20 @@ def test_bad_expressions_are_clear_errors_and_save_nothing(store, subsets, expre
         subsets.add("bad", expression)
     assert "bad" not in subsets
     assert subsets.path.read_text() == saved
+
+
+# the allowed .str. methods, spelled here independently of the code: any other method pandas offers is refused
+ALLOWED_STR_METHODS = {"contains", "startswith", "endswith", "match", "fullmatch", "len", "lower", "upper", "strip"}
+OTHER_STR_METHODS = sorted(name for name in dir(pd.Series.str) if not name.startswith("_")
+                           and callable(getattr(pd.Series.str, name)) and name not in ALLOWED_STR_METHODS)
+
+
+@pytest.mark.parametrize("method", OTHER_STR_METHODS)
+def test_str_methods_off_the_list_are_refused(subsets, method):
+    assert {"repeat", "pad", "cat", "encode", "extract", "split", "zfill"} <= set(OTHER_STR_METHODS)
+    with pytest.raises(SubsetError, match=rf"Method \.{method}\(\) is not available in subset expressions"):
+        subsets.add("bad", f"text.str.{method}(1) == 'x'")
+    assert "bad" not in subsets
 
 
 def test_indices_mask_and_functions(store, subsets):

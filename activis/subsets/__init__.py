@@ -24,7 +24,7 @@ from __future__ import annotations
 from .aggregation import STATS, Aggregate, aggregate_masks
 from .collection import Subsets, checked_indices
 from .definition import Subset
-from .expression import SubsetError
+from .errors import SubsetError
 from .ordering import cluster_neurons, difference, sort_neurons
 
 __all__ = ["STATS", "Aggregate", "Subset", "SubsetError", "Subsets", "aggregate_masks", "checked_indices",

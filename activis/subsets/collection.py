@@ -16,7 +16,8 @@ import pandas as pd
 
 from .aggregation import DEFAULT_CHUNK_BYTES, STATS, Aggregate, _check_stats, _layer_signature, aggregate_masks
 from .definition import Subset, _coerce, _evaluate, _function_source
-from .expression import SubsetError, _class_index, _Context
+from .errors import SubsetError
+from .expression import _class_index, _Context
 
 FORMAT = "activis.subsets"
 FORMAT_VERSION = 1
@@ -85,8 +86,9 @@ class Subsets:
                 for entry in data["subsets"]:
                     definitions[entry["name"]] = Subset(entry["definition"], entry["name"])
                     created[entry["name"]] = entry.get("created", "")
-            except (ValueError, KeyError, TypeError, AttributeError) as exc:
-                raise SubsetError(f"Cannot read the saved subsets in {path}: {exc}. The file was left as it "
+            except (ValueError, KeyError, TypeError, AttributeError, RecursionError, MemoryError) as exc:
+                reason = "its definitions are nested too deeply" if isinstance(exc, RecursionError) else exc
+                raise SubsetError(f"Cannot read the saved subsets in {path}: {reason}. The file was left as it "
                                   "is; move it away to start with no subsets.") from None
         self._definitions, self._created = definitions, created
         self._notify()

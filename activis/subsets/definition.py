@@ -11,7 +11,10 @@ from collections.abc import Callable
 
 import numpy as np
 
-from .expression import SubsetError, _Context, _Expression
+from .errors import SubsetError
+from .expression import MAX_DEPTH, _Context, _Expression
+
+MAX_PARTS = 1_000
 
 
 class Subset:
@@ -105,23 +108,33 @@ class Subset:
 
 
 def _check_definition(definition) -> None:
-    kind = definition.get("kind") if isinstance(definition, dict) else None
-    if kind == "query":
-        _Expression(definition.get("expr"))
-    elif kind == "indices":
-        idx = np.asarray(definition.get("indices"))
-        if idx.ndim != 1 or (idx.size and (idx.dtype.kind not in "iu" or idx.min() < 0)):
-            raise SubsetError("An indices subset needs a list of non-negative integers.")
-    elif kind == "not":
-        _check_definition(definition.get("part"))
-    elif kind in ("and", "or"):
-        parts = definition.get("parts")
-        if not isinstance(parts, list) or not parts:
-            raise SubsetError(f"An {kind!r} subset needs a non-empty list of parts.")
-        for part in parts:
-            _check_definition(part)
-    else:
-        raise SubsetError(f"Unknown subset definition kind {kind!r}; expected query, indices, and, or, not.")
+    """Check a definition (one read from a file too) iteratively: bounded depth and size, never a RecursionError."""
+    stack, count = [(definition, 1)], 0
+    while stack:
+        node, depth = stack.pop()
+        count += 1
+        if depth > MAX_DEPTH:
+            raise SubsetError(f"A subset definition is nested too deeply: at most {MAX_DEPTH} levels of and/or/not.")
+        kind = node.get("kind") if isinstance(node, dict) else None
+        if kind == "query":
+            _Expression(node.get("expr"))
+        elif kind == "indices":
+            idx = np.asarray(node.get("indices"))
+            if idx.ndim != 1 or (idx.size and (idx.dtype.kind not in "iu" or idx.min() < 0)):
+                raise SubsetError("An indices subset needs a list of non-negative integers.")
+        elif kind == "not":
+            stack.append((node.get("part"), depth + 1))
+        elif kind in ("and", "or"):
+            parts = node.get("parts")
+            if not isinstance(parts, list) or not parts:
+                raise SubsetError(f"An {kind!r} subset needs a non-empty list of parts.")
+            count += len(parts)
+            if count > MAX_PARTS:
+                raise SubsetError(f"A subset definition with {count - 1:,} parts; at most {MAX_PARTS:,} are allowed "
+                                  "(combine fewer subsets, or save the combination as indices=).")
+            stack.extend((part, depth + 1) for part in parts)
+        else:
+            raise SubsetError(f"Unknown subset definition kind {kind!r}; expected query, indices, and, or, not.")
 
 
 def _coerce(value) -> Subset:
