@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import math
 import time
 import warnings
 from collections.abc import Iterable
@@ -114,6 +115,13 @@ class StepContext:
                                                  bufs)
         return {"initial": to_initial, "previous": to_previous, "snapshot": bufs}
 
+    def not_finite(self, error: Exception) -> Unavailable:
+        """At a step whose loss is NaN or infinite, a computation that failed is skipped for this step only."""
+        if math.isfinite(self.loss):
+            raise error
+        return Unavailable(f"cannot be computed at a step whose loss is {self.loss} "
+                           f"({type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''})")
+
     def difference(self, other: list[torch.Tensor]) -> list[torch.Tensor]:
         """theta - other per parameter."""
         return self._cached(("difference", id(other)), lambda: torch._foreach_sub(self.params, other))
@@ -125,6 +133,8 @@ class StepContext:
                     self._cache[key] = compute()
                 except Unavailable as e:
                     self._cache[key] = e
+                except Exception as e:  # noqa: BLE001 - only at a non-finite step, re-raised otherwise
+                    self._cache[key] = self.not_finite(e)
         value = self._cache[key]
         if isinstance(value, Unavailable):
             raise value
@@ -540,14 +550,26 @@ class _Tracking:
             mean = losses.detach().mean()
             if loss is None:
                 loss = mean
-            elif not torch.isclose(loss.detach().to(mean), mean, rtol=1e-4, atol=1e-6):
+            elif not torch.isclose(loss.detach().to(mean), mean, rtol=1e-4, atol=1e-6, equal_nan=True):
                 raise ValueError(f"loss ({float(loss.detach()):.6g}) is not the mean of individual_losses "
                                  f"({float(mean):.6g}); the instruments assume the mean loss")
         if loss is None:
             raise ValueError("pass loss=... or individual_losses=... to the cockpit")
         if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
             raise ValueError("loss must be a scalar tensor")
+        self._warn_if_not_finite(loss, losses)
         return loss, losses
+
+    def _warn_if_not_finite(self, loss, losses) -> None:
+        """A NaN or infinite loss is what the instruments are there to show: recorded, with a warning."""
+        value = float(loss.detach())
+        if math.isfinite(value):
+            return
+        bad = "" if losses is None else (f" ({int((~torch.isfinite(losses.detach())).sum())} of "
+                                          f"{losses.numel()} individual losses are not finite)")
+        warnings.warn(f"Cockpit: the loss at step {self.step} is {value}{bad}; it is recorded, and the "
+                      "instruments that need finite gradients record NaN at this step", RuntimeWarning,
+                      stacklevel=4)
 
     def _batch_size(self, losses) -> int:
         if losses is not None:
@@ -607,3 +629,5 @@ class _Tracking:
                 compute()
         except Unavailable as e:
             self.cockpit._skip(q.name, str(e), values)
+        except Exception as e:  # noqa: BLE001 - only at a non-finite step, re-raised otherwise
+            self.cockpit._skip(q.name, str(self.ctx.not_finite(e)), values)
