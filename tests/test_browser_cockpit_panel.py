@@ -5,7 +5,7 @@ import re
 import pytest
 
 from conftest import ARTIFACTS
-from jupyter_page import open_cells, python_result, run_cell
+from jupyter_page import open_cells, python_result, read_result, run_cell
 
 pytestmark = pytest.mark.browser
 
@@ -13,7 +13,7 @@ XSS = "<img src=x onerror=alert(1)>"
 B, STEPS = 32, 24
 
 SETUP = f'''
-import json, time, torch, torch.nn.functional as F
+import json, os, time, torch, torch.nn.functional as F
 from torch import nn
 from activis.cockpit import Cockpit
 from activis.widgets.cockpit_panel import CockpitPanel
@@ -24,9 +24,12 @@ def make(quantities="full", run={XSS!r}):
     opt = torch.optim.SGD(model.parameters(), lr=0.2)
     return model, opt, Cockpit(model, quantities, optimizer=opt, run=run)
 
-def train(model, opt, cockpit, steps, pause=0.0):
+def train(model, opt, cockpit, steps, pause=0.0, stop=None):
+    """Train ``steps`` steps, or fewer once the file ``stop`` exists; returns how many ran."""
     g = torch.Generator().manual_seed(1)
     for step in range(steps):
+        if stop is not None and os.path.exists(stop):
+            return step
         x, y = torch.randn({B}, 10, generator=g), torch.randint(0, 3, ({B},), generator=g)
         opt.zero_grad()
         out = model(x)
@@ -34,6 +37,7 @@ def train(model, opt, cockpit, steps, pause=0.0):
         opt.step()
         cockpit.log_metrics(step, accuracy=float((out.argmax(1) == y).float().mean()))
         time.sleep(pause)
+    return steps
 '''
 
 CHECK = ('print("RESULT " + json.dumps({"range": panel.step_range, "layer": panel.layer, '
@@ -106,10 +110,13 @@ def test_panel_draws_every_instrument_and_links_them(lab, page):
 
 
 def test_panel_updates_live_while_the_loop_runs(lab, page):
-    steps = 40
+    # the loop runs until the test tells it to stop: no race between the page and a fixed-length loop
+    stop = lab.root_dir / "stop-training"
+    stop.unlink(missing_ok=True)
     panel = open_cells(page, lab, "cockpit_live.ipynb", [
         SETUP + "model, opt, cockpit = make('economy', run='live')\npanel = CockpitPanel(cockpit, throttle=0.3)\npanel",
-        f"train(model, opt, cockpit, {steps}, pause=0.08)",
+        f"ran = train(model, opt, cockpit, 100_000, pause=0.05, stop={stop.name!r})\n"
+        'print("RESULT " + json.dumps({"steps": ran}))',
     ])
     view = run_cell(panel, 0).locator(".activis-cockpit[data-ready='1']")
     view.wait_for()
@@ -117,10 +124,12 @@ def test_panel_updates_live_while_the_loop_runs(lab, page):
     loop = panel.locator(".jp-Notebook .jp-Cell").nth(1)
     loop.locator(".jp-InputPrompt").click()
     page.keyboard.press("Shift+Enter")
-    # new steps arrive while the cell is still running (its prompt shows [*])
-    page.wait_for_function("(el) => Number(el.dataset.steps) >= 5", arg=view.element_handle(), timeout=30_000)
-    seen = int(view.get_attribute("data-steps"))
-    assert seen < steps and "[*]" in loop.locator(".jp-InputPrompt").inner_text()
+    # new steps arrive while the cell is still running (its prompt shows [*] until we stop it)
+    page.wait_for_function("(el) => Number(el.dataset.steps) >= 5", arg=view.element_handle(), timeout=60_000)
+    assert "[*]" in loop.locator(".jp-InputPrompt").inner_text()
+    stop.touch()
+    ran = read_result(loop, timeout=120_000)["steps"]
+    assert ran >= 5
     # and the last state arrives once the loop ends (the throttle's trailing update)
-    view.and_(page.locator(f"[data-steps='{steps}']")).wait_for(timeout=60_000)
-    assert int(card(view, "gradnorm").get_attribute("data-points")) == steps
+    view.and_(page.locator(f"[data-steps='{ran}']")).wait_for(timeout=60_000)
+    assert int(card(view, "gradnorm").get_attribute("data-points")) == ran
