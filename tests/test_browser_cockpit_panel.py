@@ -1,7 +1,9 @@
 """CockpitPanel in a real JupyterLab: every instrument drawn, brushing, layer picker, live updates."""
 
+import math
 import re
 
+import numpy as np
 import pytest
 
 from conftest import ARTIFACTS
@@ -44,10 +46,57 @@ CHECK = ('print("RESULT " + json.dumps({"range": panel.step_range, "layer": pane
          '"hist1d_steps": panel.hist1d_steps, "total": float(panel.hist1d.sum())}))')
 INSTRUMENTS = ["alpha", "gauge", "maxev", "distance", "tests", "trace", "gradnorm", "hist1d", "tic", "loss",
                "hist2d", "lr"]
+# the time-series instruments: the log's series each one draws, and whether on a log scale (positive values only)
+LINES = {"maxev": (["HessMaxEV"], True), "distance": (["Distance", "UpdateSize"], False),
+         "tests": (["NormTest", "InnerTest", "OrthoTest"], False), "trace": (["HessTrace"], False),
+         "gradnorm": (["GradNorm"], False), "tic": (["TICDiag", "TICTrace"], False), "lr": (["lr"], False),
+         "loss": (["Loss", "accuracy"], False)}
+LOGGED = ('frame = cockpit.log.frame()\n'
+          'print("RESULT " + json.dumps({"steps": frame.index.tolist(), "series": {c: [float(v) if np.isfinite(v) '
+          'else None for v in frame[c]] for c in frame.columns if "/" not in c and frame[c].dtype.kind == "f"}}))')
 
 
 def card(view, key):
     return view.locator(f".av-card[data-instrument='{key}']")
+
+
+def shown_number(text):
+    return math.nan if text == "–" else float(text)
+
+
+def check_values_against_the_log(page, view, logged):
+    """Each instrument draws the log's values: its point count, and what its tooltip (line charts) or
+    legend (the gauge) reads at the first and the last step, to the 3 digits shown."""
+    steps, series = logged["steps"], {k: np.array(v, dtype=float) for k, v in logged["series"].items()}
+    for key, (names, log_scale) in LINES.items():
+        names = [n for n in names if n in series]
+        assert names, key
+        drawn = sum(int((np.isfinite(series[n]) & ((series[n] > 0) if log_scale else True)).sum()) for n in names)
+        assert card(view, key).get_attribute("data-points") == str(drawn), key
+        brush = card(view, key).locator("[data-role='brush']")
+        box = brush.bounding_box()
+        for at, x in ((0, 1), (-1, box["width"] - 1)):
+            brush.hover(position={"x": x, "y": box["height"] / 2})  # scrolled into view first
+            lines = view.locator(".activis-tooltip").text_content().split("\n")
+            assert lines[0] == f"step {steps[at]}", (key, lines)
+            read = dict(line.split(": ") for line in lines[1:])
+            assert list(read) == names, (key, lines)
+            for name in names:
+                want = series[name][at]
+                got = shown_number(read[name])
+                assert (np.isnan(want) and np.isnan(got)) or got == pytest.approx(want, rel=6e-3), (key, name, at)
+    page.mouse.move(0, 0)
+    # the gauge: the newest step with a gradient test, its three values in the legend
+    tests = np.stack([series[n] for n in ("NormTest", "InnerTest", "OrthoTest")])
+    with_test = np.flatnonzero(np.isfinite(tests).any(axis=0))
+    gauge = card(view, "gauge")
+    assert gauge.get_attribute("data-points") == str(len(with_test))
+    assert gauge.locator(".av-sub").text_content() == f"step {steps[with_test[-1]]}"
+    legend = dict(t.split(" ", 1) for t in gauge.locator("svg text").all_text_contents()
+                  if t.split(" ")[0] in ("norm", "inner", "ortho"))
+    for name, row in zip(("norm", "inner", "ortho"), tests[:, with_test[-1]]):
+        got = shown_number(legend[name])
+        assert (np.isnan(row) and np.isnan(got)) or got == pytest.approx(row, rel=6e-3), name
 
 
 def test_panel_draws_every_instrument_and_links_them(lab, page):
@@ -55,12 +104,14 @@ def test_panel_draws_every_instrument_and_links_them(lab, page):
         SETUP + f"model, opt, cockpit = make()\ntrain(model, opt, cockpit, {STEPS})\n"
         "panel = CockpitPanel(cockpit)\npanel",
         CHECK,
+        "import numpy as np\n" + LOGGED,
     ])
     cell = run_cell(panel, 0)
     view = cell.locator(f".activis-cockpit[data-ready='1'][data-steps='{STEPS}']")
     view.wait_for()
     for key in INSTRUMENTS:
         assert int(card(view, key).get_attribute("data-points")) > 0, key
+    check_values_against_the_log(page, view, read_result(run_cell(panel, 2)))
     assert card(view, "other").is_hidden()  # MeanGSNR, CABS, EarlyStopping were not tracked
     # one alpha per step but the last (it needs the next step); the last 10 % of them
     assert card(view, "alpha").get_attribute("data-points") == str(STEPS - 1)
