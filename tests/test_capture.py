@@ -575,7 +575,11 @@ def test_killing_the_capture_at_random_moments_loses_nothing(tmp_path):
     rows, batch = 1500, 16
     args = ["--rows", str(rows), "--batch", str(batch)]
     path = tmp_path / "s"
-    rng = random.Random(os.getpid())
+    # the pause before each kill is drawn from a seed printed here (and in every failure): set
+    # ACTIVIS_KILL_SEED to replay the same pauses
+    seed = int(os.environ.get("ACTIVIS_KILL_SEED", random.SystemRandom().randrange(2**32)))
+    print(f"kill pauses drawn with ACTIVIS_KILL_SEED={seed}")
+    rng = random.Random(seed)
     seen = [0]
     for sig in [signal.SIGINT, signal.SIGKILL, signal.SIGKILL, signal.SIGKILL]:
         proc = subprocess.Popen([sys.executable, str(WORKER), str(path), *args, "--slow", "0.02", "--resume"],
@@ -591,8 +595,9 @@ def test_killing_the_capture_at_random_moments_loses_nothing(tmp_path):
         store = open_store(path)
         n = store.n_instances
         if sig == signal.SIGINT:  # stopped cleanly, saying what it kept
-            assert proc.returncode == 130 and f"INTERRUPTED {n} Capture interrupted: {n:,} of {rows:,}" in out, out
-        assert n % batch == 0 and seen[-1] < n < rows, (seen, n)
+            assert proc.returncode == 130 and f"INTERRUPTED {n} Capture interrupted: {n:,} of {rows:,}" in out, \
+                (out, f"ACTIVIS_KILL_SEED={seed}")
+        assert n % batch == 0 and seen[-1] < n < rows, (seen, n, f"ACTIVIS_KILL_SEED={seed}")
         assert store.instances["row"].tolist() == list(range(n))
         seen.append(n)
     print("committed at each kill:", seen)
