@@ -1,11 +1,24 @@
+// @ts-check
 // ActivationMatrix: rows are subsets and instances, columns are the neurons of one layer.
 // The matrix is one offscreen image (one pixel per cell, in display order) scaled onto a canvas
 // the size of the visible area, so 1,024 x 100 cells cost one putImageData and one drawImage.
 // Sorting by a row happens here (no kernel round trip); clustering arrives from Python as an order.
-import { applyTheme, themeColor } from "./common/theme.js";
+import { defineView } from "./common/view.js";
 import { h, makeTooltip } from "./common/dom.js";
-import { decodeArray, encodeArray } from "./common/arrays.js";
-import { connectSelection } from "./common/selection.js";
+import { encodeArray } from "./common/arrays.js";
+import { cssRGBA } from "./common/colours.js";
+
+/**
+ * @typedef {import("./common/arrays.js").Serialised} Serialised
+ * @typedef {{ key: string, label: string, kind: "subset" | "instance" | "indices", size: number,
+ *   description: string }} Row
+ * @typedef {{ layer: string, layers: string[], neuron_kind: string, statistic: "mean" | "active" | "std",
+ *   threshold: number, row_keys: string[], rows: Row[], values: Serialised | null, available_subsets: string[],
+ *   order_mode: "index" | "sort" | "cluster", sort_by_row: string, difference_to: string,
+ *   neuron_order: Serialised | null, selected_neuron: number, selected_row: string, hovered_neuron: number,
+ *   hovered_row: string, status: string, row_members: Serialised | null, row_offsets: Serialised | null,
+ *   height: number }} MatrixModel
+ */
 
 const LABEL_W = 220;
 const HEADER_H = 20;
@@ -15,27 +28,30 @@ const MAX_CELL_W = 40;
 const LUT_SIZE = 256;
 
 const CSS = `
-.activis-matrix .av-frame { display: grid; grid-template-columns: ${LABEL_W}px 1fr; grid-template-rows: ${HEADER_H}px 1fr;
-  border: 1px solid var(--av-border-soft); }
-.activis-matrix .av-corner { font-size: 11px; color: var(--av-fg-muted); padding: 2px 6px; overflow: hidden; white-space: nowrap;
-  border-bottom: 1px solid var(--av-border-soft); border-right: 1px solid var(--av-border-soft); }
-.activis-matrix .av-header { position: relative; overflow: hidden; border-bottom: 1px solid var(--av-border-soft); cursor: pointer; }
+.activis-matrix .av-frame { display: grid; grid-template-columns: ${LABEL_W}px 1fr;
+  grid-template-rows: ${HEADER_H}px 1fr; border: 1px solid var(--av-border-soft); }
+.activis-matrix .av-corner { font-size: 11px; color: var(--av-fg-muted); padding: 2px 6px; overflow: hidden;
+  white-space: nowrap; border-bottom: 1px solid var(--av-border-soft); border-right: 1px solid var(--av-border-soft); }
+.activis-matrix .av-header { position: relative; overflow: hidden; border-bottom: 1px solid var(--av-border-soft);
+  cursor: pointer; }
 .activis-matrix .av-labels { position: relative; overflow: hidden; border-right: 1px solid var(--av-border-soft); }
 .activis-matrix .av-labels-inner { position: relative; }
-.activis-matrix .av-row { display: flex; align-items: center; gap: 4px; padding: 0 4px; overflow: hidden; white-space: nowrap;
-  cursor: pointer; box-sizing: border-box; }
+.activis-matrix .av-row { display: flex; align-items: center; gap: 4px; padding: 0 4px; overflow: hidden;
+  white-space: nowrap; cursor: pointer; box-sizing: border-box; }
 .activis-matrix .av-row:hover { background: var(--av-bg-alt); }
 .activis-matrix .av-row[data-selected="true"] { color: var(--av-accent); font-weight: 600; }
 .activis-matrix .av-row[data-hovered="true"] { background: var(--av-bg-alt); }
 .activis-matrix .av-row .av-text { flex: 1 1 auto; overflow: hidden; text-overflow: ellipsis; }
 .activis-matrix .av-row .av-size { flex: 0 0 auto; color: var(--av-fg-muted); font-size: 10px; }
-.activis-matrix .av-row button { display: none; flex: 0 0 auto; font: inherit; font-size: 10px; line-height: 1; padding: 1px 3px;
-  border: 1px solid var(--av-border); border-radius: 2px; background: var(--av-bg); color: var(--av-fg); cursor: pointer; }
+.activis-matrix .av-row button { display: none; flex: 0 0 auto; font: inherit; font-size: 10px; line-height: 1;
+  padding: 1px 3px; border: 1px solid var(--av-border); border-radius: 2px; background: var(--av-bg);
+  color: var(--av-fg); cursor: pointer; }
 .activis-matrix .av-row:hover button, .activis-matrix .av-row button[aria-pressed="true"] { display: inline-block; }
 .activis-matrix .av-row button[aria-pressed="true"] { border-color: var(--av-accent); color: var(--av-accent); }
 .activis-matrix .av-scroller { position: relative; overflow: auto; }
 .activis-matrix .av-canvas { position: absolute; left: 0; top: 0; cursor: crosshair; }
-.activis-matrix .av-footer { display: flex; gap: 12px; align-items: center; padding: 4px 0 0; font-size: 11px; color: var(--av-fg-muted); flex-wrap: wrap; }
+.activis-matrix .av-footer { display: flex; gap: 12px; align-items: center; padding: 4px 0 0; font-size: 11px;
+  color: var(--av-fg-muted); flex-wrap: wrap; }
 .activis-matrix .av-status { color: var(--av-warn); cursor: pointer; }
 .activis-matrix .av-group { display: inline-flex; }
 .activis-matrix .av-group button { border-radius: 0; margin-left: -1px; }
@@ -45,33 +61,8 @@ const CSS = `
 .activis-matrix .activis-toolbar select { max-width: 170px; }
 `;
 
-const RAMPS = {
-  // low end is the theme background, so zero (or no difference) reads as empty in light and dark
-  sequential: { light: ["#deebf7", "#9ecae1", "#4292c6", "#08519c", "#08306b"], dark: ["#0d3b66", "#1f78b4", "#6baed6", "#c6dbef", "#f7fbff"] },
-  divergingLow: { light: ["#2166ac", "#67a9cf", "#d1e5f0"], dark: ["#92c5de", "#4393c3", "#1d4f7a"] },
-  divergingHigh: { light: ["#fddbc7", "#ef8a62", "#b2182b"], dark: ["#7a2a1d", "#d6604d", "#f4a582"] },
-};
-
-let cssInjected = false;
-function injectCss() {
-  if (cssInjected || document.getElementById("activis-matrix-css")) return;
-  const style = document.createElement("style");
-  style.id = "activis-matrix-css";
-  style.textContent = CSS;
-  document.head.appendChild(style);
-  cssInjected = true;
-}
-
-/** Any CSS colour -> [r, g, b] (canvas parses it for us). */
-const colorProbe = document.createElement("canvas").getContext("2d", { willReadFrequently: true });
-function parseColor(css) {
-  colorProbe.clearRect(0, 0, 1, 1);
-  colorProbe.fillStyle = "#000";
-  colorProbe.fillStyle = css;
-  colorProbe.fillRect(0, 0, 1, 1);
-  const d = colorProbe.getImageData(0, 0, 1, 1).data;
-  return [d[0], d[1], d[2]];
-}
+/** Any CSS colour -> [r, g, b]. */
+const parseColor = (/** @type {string} */ css) => cssRGBA(css).slice(0, 3);
 
 function isDark(rgb) {
   return 0.2126 * rgb[0] + 0.7152 * rgb[1] + 0.0722 * rgb[2] < 128;
@@ -99,7 +90,8 @@ function formatValue(v) {
   return text.includes(".") && !text.includes("e") ? text.replace(/0+$/, "").replace(/\.$/, "") : text;
 }
 
-/** Neuron order by one row's values: largest first, NaN last, ties by index (as activis.subsets.sort_neurons). */
+/** Neuron order by one row's values: largest first, NaN last, ties by index (as activis.subsets.sort_neurons).
+ * @param {ArrayLike<number>} values @param {number} row @param {number} n */
 export function sortOrder(values, row, n) {
   const order = new Int32Array(n);
   for (let j = 0; j < n; j++) order[j] = j;
@@ -115,10 +107,15 @@ export function sortOrder(values, row, n) {
 
 const STAT_TITLE = { mean: "mean activation", active: "fraction active", std: "standard deviation" };
 
-function render({ model, el }) {
-  applyTheme(el);
-  injectCss();
-  el.classList.add("activis-matrix");
+export default defineView({
+  name: "matrix", css: CSS, source: "matrix", arrays: ["values", "neuron_order", "row_members", "row_offsets"], setup,
+});
+
+/** @param {import("./common/view.js").Kit} kit */
+function setup(kit) {
+  const { model, el } = kit;
+  const themeColor = (/** @type {HTMLElement} */ _el, /** @type {string} */ name, /** @type {string} */ fallback) =>
+    kit.colour(name, fallback);
 
   // ------------------------------------------------------------------ DOM
   const layerSelect = h("select", { title: "Layer", "aria-label": "layer" });
@@ -142,7 +139,9 @@ function render({ model, el }) {
   const zoomFit = h("button", { text: "Fit", title: "Fit all neurons in the width" });
   const zoomIn = h("button", { text: "+", title: "Wider columns (or Ctrl + wheel)" });
   const addSubset = h("select", { title: "Add a subset row", "aria-label": "add subset" });
-  const addInstanceInput = h("input", { type: "number", min: "0", placeholder: "instance #", "aria-label": "instance index" });
+  const addInstanceInput = h("input", {
+    type: "number", min: "0", placeholder: "instance #", "aria-label": "instance index",
+  });
   const addInstanceButton = h("button", { text: "Pin", title: "Add this instance as a row" });
   const toolbar = h("div", { className: "activis-toolbar" }, [
     layerSelect, statSelect, modeGroup, h("span", { text: "by" }), sortSelect,
@@ -172,7 +171,8 @@ function render({ model, el }) {
   const info = h("span", { className: "av-info" });
   const status = h("span", { className: "av-status", title: "click to dismiss" });
   const footer = h("div", { className: "av-footer" }, [
-    legendTitle, h("span", {}, [legendLo]), legendCanvas, h("span", {}, [legendHi]), legendMid, legendEmpty, info, status,
+    legendTitle, h("span", {}, [legendLo]), legendCanvas, h("span", {}, [legendHi]), legendMid, legendEmpty, info,
+    status,
   ]);
   el.append(toolbar, frame, footer);
   const tooltip = makeTooltip(el);
@@ -183,7 +183,9 @@ function render({ model, el }) {
 
   // ------------------------------------------------------------------ state
   let R = 0, N = 0;
+  /** @type {import("./common/arrays.js").Typed} */
   let raw = new Float32Array(0);   // rows x neurons as sent
+  /** @type {import("./common/arrays.js").Typed} */
   let shown = new Float32Array(0); // after difference mode
   let rows = [];
   let order = new Int32Array(0);
@@ -193,6 +195,7 @@ function render({ model, el }) {
   let hover = { row: -1, col: -1 };
   let pendingCluster = false;
   const rowEls = [];
+  /** @type {import("./common/selection.js").SharedSelection | null} */
   let shared = null;           // the explorer's Selection, when one is attached
   let sharedHoverRow = -1;     // the row whose instances we last wrote to selection.hover
   let members = null, offsets = null;
@@ -231,18 +234,18 @@ function render({ model, el }) {
     if (lo === Infinity) { lo = 0; hi = 1; }
     const bg = parseColor(themeColor(el, "--av-bg", "#ffffff"));
     const theme = isDark(bg) ? "dark" : "light";
-    const hex = (list) => list.map(parseColor);
+    const hex = (/** @type {string[]} */ list) => list.map(parseColor);
+    const ramps = kit.palette().matrix; // low end is the theme background: zero reads as empty in light and dark
     const diverging = diff || (stat === "mean" && lo < 0);
+    const nan = parseColor(themeColor(el, "--av-bg-alt", "#eeeeee"));
     if (diverging) {
       const m = Math.max(Math.abs(lo), Math.abs(hi)) || 1;
-      scale = { kind: "diverging", lo: -m, hi: m,
-        lut: makeLut([...hex(RAMPS.divergingLow[theme]), bg, ...hex(RAMPS.divergingHigh[theme])]) };
+      const stops = [...hex(ramps.diverging_low[theme]), bg, ...hex(ramps.diverging_high[theme])];
+      scale = { kind: "diverging", lo: -m, hi: m, lut: makeLut(stops), nan, hasNan };
     } else {
       const top = stat === "active" ? 1 : hi > 0 ? hi : 1;
-      scale = { kind: "sequential", lo: 0, hi: top, lut: makeLut([bg, ...hex(RAMPS.sequential[theme])]) };
+      scale = { kind: "sequential", lo: 0, hi: top, lut: makeLut([bg, ...hex(ramps.sequential[theme])]), nan, hasNan };
     }
-    scale.hasNan = hasNan;
-    scale.nan = parseColor(themeColor(el, "--av-bg-alt", "#eeeeee"));
   }
 
   function computeOrder() {
@@ -253,7 +256,7 @@ function render({ model, el }) {
       const r = keyIndex(model.get("sort_by_row"));
       if (r >= 0) next = sortOrder(shown, r, N);
     } else if (mode === "cluster") {
-      const sent = decodeArray(model.get("neuron_order"));
+      const sent = kit.array("neuron_order");
       if (sent && sent.data.length === N) next = Int32Array.from(sent.data);
     }
     if (!next) {
@@ -306,16 +309,9 @@ function render({ model, el }) {
     rowH = R ? Math.max(MIN_ROW_H, Math.min(MAX_ROW_H, Math.floor(height / R))) : MAX_ROW_H;
     spacer.style.width = `${Math.max(1, N * cellW)}px`;
     spacer.style.height = `${Math.max(1, R * rowH)}px`;
-    const dpr = window.devicePixelRatio || 1;
     const cw = scroller.clientWidth || width, ch = scroller.clientHeight || height;
-    canvas.width = Math.max(1, Math.round(cw * dpr));
-    canvas.height = Math.max(1, Math.round(ch * dpr));
-    canvas.style.width = `${cw}px`;
-    canvas.style.height = `${ch}px`;
-    headerCanvas.width = Math.max(1, Math.round(cw * dpr));
-    headerCanvas.height = Math.round(HEADER_H * dpr);
-    headerCanvas.style.width = `${cw}px`;
-    headerCanvas.style.height = `${HEADER_H}px`;
+    kit.canvas(canvas, Math.max(1, cw), Math.max(1, ch));
+    kit.canvas(headerCanvas, Math.max(1, cw), HEADER_H);
     el.dataset.cellW = cellW.toFixed(3);
     el.dataset.rowH = String(rowH);
   }
@@ -336,7 +332,8 @@ function render({ model, el }) {
       const sortBtn = h("button", { text: "↓", title: "Sort neurons by this row", className: "av-sort" });
       const diffBtn = h("button", { text: "Δ", title: "Show every row minus this row", className: "av-diff" });
       const removeBtn = h("button", { text: "×", title: "Remove this row", className: "av-remove" });
-      const div = h("div", { className: "av-row", "data-key": row.key, "data-kind": row.kind }, [text, size, sortBtn, diffBtn, removeBtn]);
+      const div = h("div", { className: "av-row", "data-key": row.key, "data-kind": row.kind },
+        [text, size, sortBtn, diffBtn, removeBtn]);
       div.title = `${row.label}\n${row.description}`;
       div.style.height = `${rowH}px`;
       div.style.fontSize = `${Math.max(6, font)}px`;
@@ -394,7 +391,8 @@ function render({ model, el }) {
       ctx.imageSmoothingEnabled = cellW < 1;
       ctx.imageSmoothingQuality = "high";
       if (c1 > c0 && r1 > r0) {
-        ctx.drawImage(offscreen, c0, r0, c1 - c0, r1 - r0, c0 * cellW - sl, r0 * rowH - st, (c1 - c0) * cellW, (r1 - r0) * rowH);
+        ctx.drawImage(offscreen, c0, r0, c1 - c0, r1 - r0, c0 * cellW - sl, r0 * rowH - st, (c1 - c0) * cellW,
+          (r1 - r0) * rowH);
       }
       drawOverlay(sl, st, W, H);
     }
@@ -468,7 +466,8 @@ function render({ model, el }) {
       const i = Math.round((x / (w - 1)) * (LUT_SIZE - 1));
       for (let y = 0; y < legendCanvas.height; y++) {
         const d = (y * w + x) * 4;
-        img.data[d] = scale.lut[i * 4]; img.data[d + 1] = scale.lut[i * 4 + 1]; img.data[d + 2] = scale.lut[i * 4 + 2]; img.data[d + 3] = 255;
+        for (let c = 0; c < 3; c++) img.data[d + c] = scale.lut[i * 4 + c];
+        img.data[d + 3] = 255;
       }
     }
     lctx.putImageData(img, 0, 0);
@@ -516,7 +515,7 @@ function render({ model, el }) {
   /** Everything from new values: difference, scale, order, image, layout, labels. */
   function fullDraw() {
     const t0 = performance.now();
-    const decoded = decodeArray(model.get("values"));
+    const decoded = kit.array("values");
     rows = model.get("rows") || [];
     if (decoded && decoded.shape.length === 2) {
       [R, N] = decoded.shape;
@@ -569,16 +568,20 @@ function render({ model, el }) {
     layerSelect.replaceChildren(...layers.map((l) => h("option", { value: l, text: l })));
     layerSelect.value = model.get("layer");
     statSelect.value = model.get("statistic");
-    const rowOptions = (none) => [h("option", { value: "", text: none }), ...rows.map((r) => h("option", { value: r.key, text: r.label }))];
+    const rowOptions = (/** @type {string} */ none) =>
+      [h("option", { value: "", text: none }), ...rows.map((r) => h("option", { value: r.key, text: r.label }))];
     sortSelect.replaceChildren(...rowOptions("(row)"));
     sortSelect.value = model.get("sort_by_row");
     diffSelect.replaceChildren(...rowOptions("none"));
     diffSelect.value = model.get("difference_to");
     const shownKeys = new Set(model.get("row_keys"));
     const options = (model.get("available_subsets") || []).filter((name) => !shownKeys.has(`subset:${name}`));
-    addSubset.replaceChildren(h("option", { value: "", text: "+ subset…" }), ...options.map((n) => h("option", { value: n, text: n })));
+    addSubset.replaceChildren(h("option", { value: "", text: "+ subset…" }),
+      ...options.map((n) => h("option", { value: n, text: n })));
     addSubset.value = "";
-    for (const [mode, button] of Object.entries(modeButtons)) button.setAttribute("aria-pressed", String(model.get("order_mode") === mode));
+    for (const [mode, button] of Object.entries(modeButtons)) {
+      button.setAttribute("aria-pressed", String(model.get("order_mode") === mode));
+    }
     status.textContent = model.get("status") ? `⚠ ${model.get("status")}` : "";
   }
 
@@ -596,7 +599,9 @@ function render({ model, el }) {
     hover = { row, col };
     const key = row >= 0 ? rows[row].key : "";
     const neuron = col >= 0 ? order[col] : -1;
-    if (model.get("hovered_row") !== key || model.get("hovered_neuron") !== neuron) save({ hovered_row: key, hovered_neuron: neuron });
+    if (model.get("hovered_row") !== key || model.get("hovered_neuron") !== neuron) {
+      save({ hovered_row: key, hovered_neuron: neuron });
+    }
     shareHover(row);
     updateCorner();
     blit();
@@ -630,11 +635,15 @@ function render({ model, el }) {
       return;
     }
     const inside = rowMembers(r);
-    shared.set({ subset: rows[r].label, subset_indices: inside ? encodeArray(Int32Array.from(inside), "int32") : null });
+    const indices = inside ? encodeArray(Int32Array.from(inside), "int32") : null;
+    shared.set({ subset: rows[r].label, subset_indices: indices });
   }
 
   /** The shared neuron and layer drive this view (the explorer's selection wins). */
-  function followShared(sel) {
+  function followShared(/** @type {import("./common/selection.js").SharedSelection | null} */ sel) {
+    if (sel !== shared) sharedHoverRow = -1;
+    shared = sel;
+    if (!sel) return;
     const neuron = sel.get("neuron");
     if (typeof neuron === "number" && neuron >= -1 && neuron < N && neuron !== model.get("selected_neuron")) {
       save({ selected_neuron: neuron });
@@ -643,16 +652,8 @@ function render({ model, el }) {
     if (layer && layer !== model.get("layer") && (model.get("layers") || []).includes(layer)) save({ layer });
   }
 
-  async function attachSelection() {
-    if (shared) shared.dispose();
-    shared = null;
-    sharedHoverRow = -1;
-    shared = await connectSelection(model, "matrix", followShared);
-    el.dataset.linked = String(!!shared);
-  }
-
   function decodeMembers() {
-    const m = decodeArray(model.get("row_members")), o = decodeArray(model.get("row_offsets"));
+    const m = kit.array("row_members"), o = kit.array("row_offsets");
     members = m ? m.data : null;
     offsets = o ? o.data : null;
   }
@@ -709,7 +710,9 @@ function render({ model, el }) {
   });
   labels.addEventListener("mouseleave", () => setHover(-1, -1));
   // labels scrolled by the browser (focus, find, scrollIntoView) or the wheel move the matrix too
-  labels.addEventListener("scroll", () => { if (scroller.scrollTop !== labels.scrollTop) scroller.scrollTop = labels.scrollTop; });
+  labels.addEventListener("scroll", () => {
+    if (scroller.scrollTop !== labels.scrollTop) scroller.scrollTop = labels.scrollTop;
+  });
   labels.addEventListener("wheel", (ev) => {
     if (scroller.scrollHeight <= scroller.clientHeight) return; // nothing to scroll: let the notebook scroll
     scroller.scrollTop += ev.deltaY;
@@ -743,7 +746,9 @@ function render({ model, el }) {
     if (shared) shared.set({ layer: layerSelect.value });
   });
   statSelect.addEventListener("change", () => save({ statistic: statSelect.value }));
-  sortSelect.addEventListener("change", () => save(sortSelect.value ? { sort_by_row: sortSelect.value, order_mode: "sort" } : { sort_by_row: "" }));
+  sortSelect.addEventListener("change", () => {
+    save(sortSelect.value ? { sort_by_row: sortSelect.value, order_mode: "sort" } : { sort_by_row: "" });
+  });
   diffSelect.addEventListener("change", () => save({ difference_to: diffSelect.value }));
   for (const [mode, button] of Object.entries(modeButtons)) {
     button.addEventListener("click", () => {
@@ -807,51 +812,23 @@ function render({ model, el }) {
     blit();
   };
   const onSelects = () => fillSelects();
-  model.on("change:values", onValues);
-  model.on("change:order_mode", onOrderMode);
-  model.on("change:sort_by_row", onSortRow);
-  model.on("change:neuron_order", onNeuronOrder);
-  model.on("change:difference_to", onDifference);
-  model.on("change:selected_neuron", onSelection);
-  model.on("change:selected_row", onSelection);
-  model.on("change:height", fullDraw);
-  model.on("change:status", onSelects);
-  model.on("change:available_subsets", onSelects);
-  model.on("change:layers", onSelects);
-  const onMembers = () => { decodeMembers(); sharedHoverRow = -1; };
-  model.on("change:row_members", onMembers);
-  model.on("change:shared_selection", attachSelection);
-
+  kit.on("values", onValues);
+  kit.on("order_mode", onOrderMode);
+  kit.on("sort_by_row", onSortRow);
+  kit.on("neuron_order", onNeuronOrder);
+  kit.on("difference_to", onDifference);
+  kit.on("selected_neuron selected_row", onSelection);
+  kit.on("height", fullDraw);
+  kit.on("status available_subsets layers", onSelects);
+  kit.on("row_members", () => { decodeMembers(); sharedHoverRow = -1; });
   // theme switches change the CSS variables the colours come from
-  const themeObserver = new MutationObserver(() => { computeScale(); buildImage(); blit(); drawLegend(); });
-  themeObserver.observe(document.body, { attributes: true, attributeFilter: ["data-jp-theme-light", "data-jp-theme-name"] });
-  const resizeObserver = new ResizeObserver(() => { layout(); buildLabels(); blit(); });
-  resizeObserver.observe(scroller);
+  kit.onTheme(() => { computeScale(); buildImage(); blit(); drawLegend(); });
+  kit.on("colours", () => { computeScale(); buildImage(); blit(); drawLegend(); });
+  kit.onResize(scroller, () => { layout(); buildLabels(); blit(); });
 
   decodeMembers();
-  attachSelection();
+  kit.selection(followShared);
   fullDraw();
   // the first draw can happen before the element is attached (zero width): lay out again once it is
-  requestAnimationFrame(() => { layout(); buildLabels(); blit(); });
-
-  return () => {
-    themeObserver.disconnect();
-    resizeObserver.disconnect();
-    model.off("change:values", onValues);
-    model.off("change:order_mode", onOrderMode);
-    model.off("change:sort_by_row", onSortRow);
-    model.off("change:neuron_order", onNeuronOrder);
-    model.off("change:difference_to", onDifference);
-    model.off("change:selected_neuron", onSelection);
-    model.off("change:selected_row", onSelection);
-    model.off("change:height", fullDraw);
-    model.off("change:status", onSelects);
-    model.off("change:available_subsets", onSelects);
-    model.off("change:layers", onSelects);
-    model.off("change:row_members", onMembers);
-    model.off("change:shared_selection", attachSelection);
-    if (shared) shared.dispose();
-  };
+  kit.frame(() => { layout(); buildLabels(); blit(); })();
 }
-
-export default { render };

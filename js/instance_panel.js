@@ -1,41 +1,47 @@
+// @ts-check
 // InstancePanel (ActiVis §4.3-C): sampled instances as squares grouped by true class; in each
 // group the correctly classified fill columns from the left and the misclassified from the right,
 // both sorted by score (or by a neuron's activation). Fill = true class, border = predicted class;
 // image inputs are drawn as thumbnails inside the squares. One canvas for all squares (a DOM node
 // per square does not scale), one overlay canvas for the hover ring, DOM only for text.
-import { applyTheme, themeColor } from "./common/theme.js";
+import { defineView } from "./common/view.js";
 import { h } from "./common/dom.js";
 import { decodeArray } from "./common/arrays.js";
-import { connectSelection } from "./common/selection.js";
+
+/**
+ * @typedef {import("./common/arrays.js").Serialised} Serialised
+ * @typedef {{ _sample: object, _sort_keys: Serialised | null, class_names: string[], thumbnails: boolean,
+ *   sort_label: string, pinned: number[], hovered_index: number, highlighted_indices: Serialised | null,
+ *   height: number }} InstancePanelModel
+ */
 
 const CARD_LINES = 24;
 
 const CSS = `
-.activis-ip .av-ip-scroll { position: relative; overflow-y: auto; overflow-x: hidden; border: 1px solid var(--av-border-soft); }
+.activis-ip .av-ip-scroll { position: relative; overflow-y: auto; overflow-x: hidden;
+  border: 1px solid var(--av-border-soft); }
 .activis-ip .av-ip-stack { position: relative; }
 .activis-ip canvas.av-ip-canvas, .activis-ip canvas.av-ip-overlay { position: absolute; left: 0; top: 0; }
 .activis-ip canvas.av-ip-overlay { pointer-events: none; }
-.activis-ip .av-ip-group { position: absolute; left: 6px; right: 6px; height: 16px; font-size: 11px; line-height: 16px;
-  white-space: nowrap; overflow: hidden; text-overflow: ellipsis; color: var(--av-fg-muted); pointer-events: none; }
+.activis-ip .av-ip-group { position: absolute; left: 6px; right: 6px; height: 16px; font-size: 11px;
+  line-height: 16px; white-space: nowrap; overflow: hidden; text-overflow: ellipsis; color: var(--av-fg-muted);
+  pointer-events: none; }
 .activis-ip .av-ip-group b { color: var(--av-fg); font-weight: 600; }
 .activis-ip .av-ip-group .av-ip-right { position: absolute; right: 0; }
 .activis-ip .av-ip-info { color: var(--av-fg-muted); }
 .activis-ip .av-ip-empty { padding: 12px; color: var(--av-fg-muted); }
-.activis-ip .av-ip-card { position: absolute; z-index: 10; display: none; pointer-events: none; min-width: 180px; max-width: 360px;
-  background: var(--av-bg); color: var(--av-fg); border: 1px solid var(--av-border); border-radius: 3px; padding: 6px 8px;
-  font-size: 12px; box-shadow: 0 1px 4px rgba(0,0,0,0.25); }
+.activis-ip .av-ip-card { position: absolute; z-index: 10; display: none; pointer-events: none; min-width: 180px;
+  max-width: 360px; background: var(--av-bg); color: var(--av-fg); border: 1px solid var(--av-border);
+  border-radius: 3px; padding: 6px 8px; font-size: 12px; box-shadow: 0 1px 4px rgba(0,0,0,0.25); }
 .activis-ip .av-ip-card .av-ip-card-title { font-weight: 600; margin-bottom: 2px; }
-.activis-ip .av-ip-card .av-ip-row { display: flex; gap: 6px; white-space: nowrap; overflow: hidden; text-overflow: ellipsis; }
+.activis-ip .av-ip-card .av-ip-row { display: flex; gap: 6px; white-space: nowrap; overflow: hidden;
+  text-overflow: ellipsis; }
 .activis-ip .av-ip-card .av-ip-key { color: var(--av-fg-muted); flex: 0 0 auto; }
 .activis-ip .av-ip-card .av-ip-val { overflow: hidden; text-overflow: ellipsis; }
-.activis-ip .av-ip-card canvas { display: block; margin: 4px 0; image-rendering: pixelated; border: 1px solid var(--av-border-soft); }
+.activis-ip .av-ip-card canvas { display: block; margin: 4px 0; image-rendering: pixelated;
+  border: 1px solid var(--av-border-soft); }
 .activis-ip .av-ip-card .av-ip-hint { color: var(--av-fg-muted); font-size: 11px; margin-top: 3px; }
 `;
-
-function injectStyle() {
-  if (document.getElementById("activis-instance-panel-style")) return;
-  document.head.appendChild(h("style", { id: "activis-instance-panel-style", text: CSS }));
-}
 
 function formatNumber(v, integer) {
   if (!Number.isFinite(v)) return Number.isNaN(v) ? "—" : String(v);
@@ -108,7 +114,7 @@ function layoutGroups(s, sortKeys, width, cell) {
     if (!na && ka !== kb) return kb - ka; // highest first
     return s.index[a] - s.index[b];
   };
-  const ordered = [...groups.values()].sort((a, b) => (a.label < 0) - (b.label < 0) || a.label - b.label);
+  const ordered = [...groups.values()].sort((a, b) => Number(a.label < 0) - Number(b.label < 0) || a.label - b.label);
   const pad = 6, header = 18, gapAfter = 8;
   const cols = Math.max(4, Math.floor((width - 2 * pad) / cell));
   const x = new Float32Array(s.n), y = new Float32Array(s.n);
@@ -138,10 +144,13 @@ function layoutGroups(s, sortKeys, width, cell) {
   return { groups: ordered, x, y, pad, cols, height: top };
 }
 
-function render({ model, el }) {
-  applyTheme(el);
-  injectStyle();
-  el.classList.add("activis-ip");
+export default defineView({ name: "ip", css: CSS, source: "instances", arrays: ["_sort_keys", "highlighted_indices"],
+  setup });
+
+/** @param {import("./common/view.js").Kit} kit */
+function setup(kit) {
+  const { model, el } = kit;
+  el.classList.add("activis-instances");
   const info = h("span", { className: "av-ip-info" });
   const sortInfo = h("span", { className: "av-ip-info av-ip-sort" });
   const btnThumbs = h("button", { text: "Thumbnails", title: "Draw the input images inside the squares" });
@@ -164,8 +173,7 @@ function render({ model, el }) {
     if (sample) for (const k of sample.classTotals.keys()) if (sample.classTotals[k]) n = Math.max(n, k + 1);
     return n;
   }
-  const palette = () => model.get("colours") || {};
-  const colorOf = (k) => (k >= 0 && (palette().classes || [])[k]) || palette().missing || "#9e9e9e";
+  const colorOf = kit.classColour;
   function nameOf(k) {
     if (k < 0) return "(no label)";
     const names = model.get("class_names") || [];
@@ -179,25 +187,21 @@ function render({ model, el }) {
   }
   // an explorer's shared selection lights instances up from the browser, no kernel round trip:
   // another view's hover first, else the active subset, else this view's own highlighted_indices
-  let shared = null, linked = null;
-  function followShared(sel) {
-    const hover = sel.clause("hover");
-    const next = hover && hover.length ? hover : sel.indices("subset_indices");
+  /** @type {ArrayLike<number> | null} */
+  let linked = null;
+  function followShared(/** @type {import("./common/selection.js").SharedSelection | null} */ sel) {
+    const hover = sel ? sel.clause("hover") : null;
+    const next = hover && hover.length ? hover : sel ? sel.indices("subset_indices") : null;
     const before = linked;
     linked = next && next.length ? next : null;
     if (linked !== before) schedule(false);
   }
-  async function attachSelection() {
-    if (shared) shared.dispose();
-    shared = await connectSelection(model, "instances", followShared);
-    el.dataset.linked = String(!!shared);
-  }
-
   function readSelections() {
     pinned = new Set(model.get("pinned") || []);
-    const hl = decodeArray(model.get("highlighted_indices"));
+    const hl = kit.array("highlighted_indices");
     const own = hl && hl.data.length ? hl.data : null;
-    highlighted = linked || own ? new Set(linked || own) : null;
+    const lit = linked || own;
+    highlighted = lit ? new Set(Array.from(lit)) : null;
   }
 
   function drawLegend() {
@@ -205,19 +209,22 @@ function render({ model, el }) {
     const items = [];
     for (let k = 0; k < n; k++) {
       const sw = h("span", { className: "swatch", style: { background: colorOf(k) } });
-      items.push(h("span", { className: "av-ip-legend-item", "data-class": String(k) }, [sw, h("span", { text: nameOf(k) })]));
+      items.push(h("span", { className: "av-ip-legend-item", "data-class": String(k) },
+        [sw, h("span", { text: nameOf(k) })]));
     }
     if (sample && sample.label.some((k) => k < 0)) {
-      items.push(h("span", {}, [h("span", { className: "swatch", style: { background: palette().missing } }), h("span", { text: "(no label)" })]));
+      const swatch = h("span", { className: "swatch", style: { background: colorOf(-1) } });
+      items.push(h("span", {}, [swatch, h("span", { text: "(no label)" })]));
     }
-    items.push(h("span", { className: "av-ip-legend-note", text: "fill: true class · border: predicted class · right: misclassified" }));
+    const note = "fill: true class · border: predicted class · right: misclassified";
+    items.push(h("span", { className: "av-ip-legend-note", text: note }));
     legend.replaceChildren(...items);
   }
 
   function draw() {
     const t0 = performance.now();
     readSelections();
-    const sortKeysRaw = decodeArray(model.get("_sort_keys"));
+    const sortKeysRaw = kit.array("_sort_keys");
     const sortKeys = sortKeysRaw ? sortKeysRaw.data : null;
     const total = model.get("height");
     const thumbs = useThumbs();
@@ -233,25 +240,19 @@ function render({ model, el }) {
       lay = null;
       canvas.width = canvas.height = overlay.width = overlay.height = 0;
       stack.style.height = "0px";
-      headers.appendChild(h("div", { className: "av-ip-empty", text: sample ? "No instances to show: the filter selects none." : "No data." }));
+      const text = sample ? "No instances to show: the filter selects none." : "No data.";
+      headers.appendChild(h("div", { className: "av-ip-empty", text }));
       finish(t0, 0, 0, 0, 0, []);
       return;
     }
     lay = layoutGroups(sample, sortKeys, width, cell);
-    const dpr = window.devicePixelRatio || 1;
-    for (const c of [canvas, overlay]) {
-      c.width = Math.round(width * dpr);
-      c.height = Math.round(lay.height * dpr);
-      c.style.width = `${width}px`;
-      c.style.height = `${lay.height}px`;
-    }
+    kit.canvas(overlay, width, lay.height);
+    const ctx = kit.canvas(canvas, width, lay.height);
     stack.style.height = `${lay.height}px`;
-    const ctx = canvas.getContext("2d");
-    ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
     ctx.clearRect(0, 0, width, lay.height);
     ctx.imageSmoothingEnabled = false;
-    const fg = themeColor(el, "--av-fg", "#111");
-    const accent = themeColor(el, "--av-accent", "#1976d2");
+    const fg = kit.colour("--av-fg", "#111");
+    const accent = kit.colour("--av-accent", "#1976d2");
     const size = cell - 2;
     const border = thumbs ? 3 : 2;
     let drawn = 0, thumbsDrawn = 0, pinnedDrawn = 0, highlightedDrawn = 0;
@@ -269,7 +270,8 @@ function render({ model, el }) {
           if (thumbs) {
             const inset = border + 2;
             const ax = (i % atlas.perRow) * atlas.tw, ay = Math.floor(i / atlas.perRow) * atlas.th;
-            ctx.drawImage(atlas.canvas, ax, ay, atlas.tw, atlas.th, x + inset, y + inset, size - 2 * inset, size - 2 * inset);
+            const side = size - 2 * inset;
+            ctx.drawImage(atlas.canvas, ax, ay, atlas.tw, atlas.th, x + inset, y + inset, side, side);
             thumbsDrawn++;
           }
           drawn++;
@@ -290,7 +292,9 @@ function render({ model, el }) {
       ctx.strokeStyle = accent;
       ctx.lineWidth = 1;
       for (let i = 0; i < sample.n; i++) {
-        if (highlighted.has(sample.index[i])) ctx.strokeRect(lay.x[i] - 0.5, lay.y[i] - 0.5, size + 1, size + 1);
+        if (highlighted.has(sample.index[i])) {
+          ctx.strokeRect(lay.x[i] - 0.5, lay.y[i] - 0.5, size + 1, size + 1);
+        }
       }
     }
     // pins in the text colour (black on light, white on dark): they must not read as a class colour
@@ -317,14 +321,17 @@ function render({ model, el }) {
     const shownTotal = g.correct.length + g.wrong.length;
     const classTotal = k >= 0 && k < sample.classTotals.length ? sample.classTotals[k] : shownTotal;
     const classWrong = k >= 0 && k < sample.classWrong.length ? sample.classWrong[k] : g.wrong.length;
-    const sw = h("span", { className: "swatch", style: { display: "inline-block", width: "9px", height: "9px", marginRight: "4px", background: colorOf(k) } });
+    const sw = h("span", { className: "swatch", style: {
+      display: "inline-block", width: "9px", height: "9px", marginRight: "4px", background: colorOf(k) } });
     const name = h("b", { text: nameOf(k) });
-    const counts = h("span", { text: ` · ${shownTotal.toLocaleString("en-US")} shown of ${Number(classTotal).toLocaleString("en-US")}` });
+    const us = (/** @type {number} */ v) => Number(v).toLocaleString("en-US");
+    const counts = h("span", { text: ` · ${us(shownTotal)} shown of ${us(classTotal)}` });
     const right = h("span", {
       className: "av-ip-right",
-      text: g.wrong.length || classWrong ? `misclassified: ${g.wrong.length} shown of ${Number(classWrong).toLocaleString("en-US")} →` : "",
+      text: g.wrong.length || classWrong ? `misclassified: ${g.wrong.length} shown of ${us(classWrong)} →` : "",
     });
-    headers.appendChild(h("div", { className: "av-ip-group", "data-label": String(k), style: { top: `${g.top}px` } }, [sw, name, counts, right]));
+    headers.appendChild(h("div", { className: "av-ip-group", "data-label": String(k), style: { top: `${g.top}px` } },
+      [sw, name, counts, right]));
   }
 
   function finish(t0, drawn, thumbsDrawn, pinnedDrawn, highlightedDrawn, summary) {
@@ -342,7 +349,8 @@ function render({ model, el }) {
     }
     info.textContent = parts.join(" · ");
     const sortLabel = model.get("sort_label");
-    sortInfo.textContent = model.get("_sort_keys") ? `· sorted by ${sortLabel || "the given values"}` : "· sorted by confidence";
+    sortInfo.textContent = model.get("_sort_keys") ? `· sorted by ${sortLabel || "the given values"}`
+      : "· sorted by confidence";
     el.dataset.drawn = String(drawn);
     el.dataset.groups = String(summary.length);
     el.dataset.thumbnailsDrawn = String(thumbsDrawn);
@@ -355,15 +363,14 @@ function render({ model, el }) {
   }
 
   function drawOverlay() {
-    const ctx = overlay.getContext("2d");
+    const ctx = /** @type {CanvasRenderingContext2D} */ (overlay.getContext("2d"));
     const dpr = window.devicePixelRatio || 1;
-    ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
     ctx.clearRect(0, 0, overlay.width / dpr, overlay.height / dpr);
     if (!lay || hovered < 0) return;
     const i = sample.position.get(hovered);
     if (i === undefined) return;
     const size = (useThumbs() ? 34 : 12) - 2;
-    ctx.strokeStyle = themeColor(el, "--av-fg", "#111");
+    ctx.strokeStyle = kit.colour("--av-fg", "#111");
     ctx.lineWidth = 2;
     ctx.strokeRect(lay.x[i] - 2, lay.y[i] - 2, size + 4, size + 4);
   }
@@ -383,7 +390,10 @@ function render({ model, el }) {
 
   function row(key, value, color) {
     const children = [h("span", { className: "av-ip-key", text: key })];
-    if (color) children.push(h("span", { className: "swatch", style: { display: "inline-block", width: "9px", height: "9px", marginTop: "3px", background: color } }));
+    if (color) {
+      children.push(h("span", { className: "swatch", style: {
+        display: "inline-block", width: "9px", height: "9px", marginTop: "3px", background: color } }));
+    }
     children.push(h("span", { className: "av-ip-val", text: value }));
     return h("div", { className: "av-ip-row", "data-key": key }, children);
   }
@@ -400,27 +410,33 @@ function render({ model, el }) {
       row("confidence", formatNumber(s.confidence[i])),
     ];
     if (s.labelScore && wrong) lines.push(row("score of true class", formatNumber(s.labelScore[i])));
-    const sk = decodeArray(model.get("_sort_keys"));
-    if (sk && sk.data.length === s.n) lines.push(row(model.get("sort_label") || "sort value", formatNumber(sk.data[i])));
+    const sk = kit.array("_sort_keys");
+    if (sk && sk.data.length === s.n) {
+      lines.push(row(model.get("sort_label") || "sort value", formatNumber(sk.data[i])));
+    }
     if (s.thumbs) {
       const [, th, tw] = s.thumbs.shape;
       const scale = Math.max(1, Math.floor(96 / Math.max(th, tw)));
       const thumb = h("canvas", { className: "av-ip-thumb", width: String(tw * scale), height: String(th * scale) });
       const tctx = thumb.getContext("2d");
       tctx.imageSmoothingEnabled = false;
-      tctx.drawImage(atlas.canvas, (i % atlas.perRow) * atlas.tw, Math.floor(i / atlas.perRow) * atlas.th, tw, th, 0, 0, tw * scale, th * scale);
+      const ax = (i % atlas.perRow) * atlas.tw, ay = Math.floor(i / atlas.perRow) * atlas.th;
+      tctx.drawImage(atlas.canvas, ax, ay, tw, th, 0, 0, tw * scale, th * scale);
       lines.push(thumb);
     }
     const meta = [];
     if (s.numbers) {
       const m = s.numbers.shape[1];
-      for (let j = 0; j < m; j++) meta.push([s.numberNames[j], formatNumber(s.numbers.data[i * m + j], s.numberInteger[j])]);
+      for (let j = 0; j < m; j++) {
+        meta.push([s.numberNames[j], formatNumber(s.numbers.data[i * m + j], s.numberInteger[j])]);
+      }
     }
     for (const col of s.texts) meta.push([col.name, col.values[i]]);
     for (const [key, value] of meta.slice(0, CARD_LINES)) lines.push(row(key, value));
     const more = Math.max(0, meta.length - CARD_LINES) + s.featuresLeftOut;
     if (more) lines.push(h("div", { className: "av-ip-hint", text: `+${more} more values` }));
-    lines.push(h("div", { className: "av-ip-hint", text: pinned.has(idx) ? "pinned · click to unpin" : "click to pin" }));
+    const hint = pinned.has(idx) ? "pinned · click to unpin" : "click to pin";
+    lines.push(h("div", { className: "av-ip-hint", text: hint }));
     card.replaceChildren(...lines);
     card.dataset.index = String(idx);
     card.style.display = "block";
@@ -469,12 +485,15 @@ function render({ model, el }) {
     model.save_changes();
     showCard(i, ev.clientX, ev.clientY);
   });
-  btnThumbs.addEventListener("click", () => { model.set("thumbnails", !model.get("thumbnails")); model.save_changes(); });
+  btnThumbs.addEventListener("click", () => {
+    model.set("thumbnails", !model.get("thumbnails"));
+    model.save_changes();
+  });
   btnClear.addEventListener("click", () => { model.set("pinned", []); model.save_changes(); });
 
   /** For tests and other views: scroll an instance's square into view and return its centre in client
    * coordinates (null when it is not drawn). */
-  el.activisLocate = (idx) => {
+  /** @type {any} */ (el).activisLocate = (/** @type {number} */ idx) => {
     const i = sample && lay ? sample.position.get(idx) : undefined;
     if (i === undefined) return null;
     const cellSize = useThumbs() ? 34 : 12;
@@ -500,26 +519,15 @@ function render({ model, el }) {
       draw();
     });
   }
-  model.on("change:_sample", () => schedule(true));
-  for (const name of ["_sort_keys", "sort_label", "pinned", "highlighted_indices", "class_names", "colours", "thumbnails", "height"]) {
-    model.on(`change:${name}`, () => schedule(false));
-  }
-  const resize = new ResizeObserver(() => {
+  kit.on("_sample", () => schedule(true));
+  kit.on("_sort_keys sort_label pinned highlighted_indices class_names colours thumbnails height",
+    () => schedule(false));
+  kit.onResize(scroll, () => {
     if (scroll.clientWidth && Math.abs(scroll.clientWidth - lastWidth) > 1) schedule(false);
   });
-  resize.observe(scroll);
   // canvas colours are read from the theme at draw time: redraw when JupyterLab switches theme
-  const themeWatch = new MutationObserver(() => schedule(false));
-  themeWatch.observe(document.body, { attributes: true, attributeFilter: ["data-jp-theme-name", "data-jp-theme-light"] });
-  model.on("change:shared_selection", attachSelection);
-  attachSelection();
+  kit.onTheme(() => schedule(false));
+  kit.selection(followShared);
   readSample();
   draw();
-  return () => {
-    if (shared) shared.dispose();
-    resize.disconnect();
-    themeWatch.disconnect();
-  };
 }
-
-export default { render };

@@ -1,12 +1,22 @@
+// @ts-check
 // ProjectionView: every instance as a dot on a 2D map of its activations (PCA, UMAP or t-SNE).
 // Points are rasterised into an ImageData buffer by our own loop: headless Chromium here has no
 // GPU (WebGL would fall back to software), and a Canvas2D pixel loop draws 100,000 points in a
 // few milliseconds on any browser (measured in the page: data-draw-ms, data-highlight-ms).
 // Positions and colour codes arrive as binary buffers; names from the data are set as text only.
-import { applyTheme } from "./common/theme.js";
+import { defineView } from "./common/view.js";
 import { h, makeTooltip, formatCount } from "./common/dom.js";
-import { decodeArray } from "./common/arrays.js";
-import { connectSelection } from "./common/selection.js";
+import { cssRGBA, pack, mix } from "./common/colours.js";
+
+/**
+ * @typedef {import("./common/arrays.js").Serialised} Serialised
+ * @typedef {{ layer: string, layers: string[], method: string, shown_method: string, positions: Serialised | null,
+ *   instance_ids: Serialised | null, color_by: string, color_options: string[], neuron: number, n_neurons: number,
+ *   color_codes: Serialised | null, palette: string[], legend: object, point_size: number, status: string,
+ *   stage: string, progress: number, error: string, selected_indices: Serialised | null,
+ *   highlighted_indices: Serialised | null, filter_indices: Serialised | null, hovered_index: number,
+ *   hover_details: {index?: number, fields?: string[][]}, lasso: Serialised | null, height: number }} ProjectionModel
+ */
 
 const CSS = `
 .activis-projection .av-proj-box { display: flex; flex-direction: column; }
@@ -30,46 +40,12 @@ const CSS = `
 `;
 
 const METHOD_LABELS = { pca: "PCA", umap: "UMAP", tsne: "t-SNE" };
-const COLOR_LABELS = { label: "true class", pred: "prediction", correct: "correct / misclassified", neuron: "neuron activation" };
+const COLOR_LABELS = {
+  label: "true class", pred: "prediction", correct: "correct / misclassified", neuron: "neuron activation",
+};
 const MARGIN = 12; // css px around the fitted layout
 const ANIMATE_MS = 600;
 const ANIMATE_MAX_POINTS = 300_000;
-
-let styleAdded = false;
-function addStyle() {
-  if (styleAdded || document.getElementById("activis-projection-style")) return;
-  document.head.appendChild(h("style", { id: "activis-projection-style", text: CSS }));
-  styleAdded = true;
-}
-
-// ------------------------------------------------------------------ colours
-let probeCtx = null;
-const parsed = new Map();
-/** Any CSS colour as [r, g, b, a] bytes (the browser parses it). */
-function cssRGBA(color) {
-  if (parsed.has(color)) return parsed.get(color).slice();
-  if (/^#[0-9a-f]{6}$/i.test(color)) { // the palettes from Python: no canvas round trip
-    return [1, 3, 5].map((i) => parseInt(color.slice(i, i + 2), 16)).concat(255);
-  }
-  if (!probeCtx) {
-    const c = document.createElement("canvas");
-    c.width = c.height = 1;
-    probeCtx = c.getContext("2d", { willReadFrequently: true });
-  }
-  probeCtx.clearRect(0, 0, 1, 1);
-  probeCtx.fillStyle = "#000";
-  probeCtx.fillStyle = color;
-  probeCtx.fillRect(0, 0, 1, 1);
-  const rgba = Array.from(probeCtx.getImageData(0, 0, 1, 1).data);
-  if (parsed.size < 4096) parsed.set(color, rgba);
-  return rgba.slice();
-}
-
-// ImageData is RGBA in memory: as little-endian uint32 that is 0xAABBGGRR
-const pack = (r, g, b, a = 255) => ((a << 24) | (b << 16) | (g << 8) | r) >>> 0;
-function mix(rgb, bg, t) {
-  return pack(...[0, 1, 2].map((i) => Math.round(rgb[i] * t + bg[i] * (1 - t))));
-}
 
 // ------------------------------------------------------------------ geometry
 /** Even-odd point in polygon; poly is a flat [x0, y0, x1, y1, ...] array in data coordinates. */
@@ -182,21 +158,28 @@ function encodeInt32(rows) {
 }
 
 // ------------------------------------------------------------------ the view
-function render({ model, el }) {
-  addStyle();
-  applyTheme(el);
-  el.classList.add("activis-projection");
+const ARRAYS = ["positions", "instance_ids", "color_codes", "selected_indices", "highlighted_indices",
+  "filter_indices"];
+
+export default defineView({ name: "projection", css: CSS, arrays: ARRAYS, source: "projection", setup });
+
+/** @param {import("./common/view.js").Kit} kit */
+function setup(kit) {
+  const { model, el } = kit;
 
   // toolbar
   const layerSelect = h("select", { title: "Layer whose activations are projected", "data-role": "layer" });
   const methodSelect = h("select", { title: "Projection method", "data-role": "method" });
-  for (const [value, label] of Object.entries(METHOD_LABELS)) methodSelect.appendChild(h("option", { value, text: label }));
+  for (const [value, label] of Object.entries(METHOD_LABELS)) {
+    methodSelect.appendChild(h("option", { value, text: label }));
+  }
   const colorSelect = h("select", { title: "Colour points by", "data-role": "color" });
   const neuronInput = h("input", { type: "number", min: "0", step: "1", className: "av-proj-neuron",
     title: "Neuron whose activation colours the points", "data-role": "neuron" });
   const modeButtons = {};
   for (const [mode, label, title] of [["pan", "Pan", "Drag to pan, wheel to zoom (shift-drag lassos)"],
-    ["lasso", "Lasso", "Drag a free shape to select (shift adds)"], ["box", "Box", "Drag a rectangle to select (shift adds)"]]) {
+    ["lasso", "Lasso", "Drag a free shape to select (shift adds)"],
+    ["box", "Box", "Drag a rectangle to select (shift adds)"]]) {
     modeButtons[mode] = h("button", { text: label, title, "data-mode": mode });
   }
   const fitButton = h("button", { text: "Fit", title: "Show all points (or double-click the map)" });
@@ -218,8 +201,8 @@ function render({ model, el }) {
   const box = h("div", { className: "av-proj-box" }, [toolbar, frame, legend]);
   el.appendChild(box);
   const tooltip = makeTooltip(el);
-  const ctx = canvas.getContext("2d");
-  const octx = overlay.getContext("2d");
+  let ctx = kit.canvas(canvas, 1, 1);
+  let octx = kit.canvas(overlay, 1, 1);
 
   // state (rows are positions in the arrays; instance ids are what Python sees)
   let n = 0;
@@ -244,10 +227,10 @@ function render({ model, el }) {
   let inFilter = null; // Uint8Array per row, or null (no filter)
   let highlighted = new Int32Array(0); // rows
   let hoveredRow = -1;
-  // an explorer's shared Selection (other views' hover, active subset and brush), followed here
-  let shared = null;
-  let linkedLit = { raw: null, ids: null }; // instances another view lights up (its hover or subset)
-  let linkedBrush = { raw: null, ids: null }; // instances inside another view's brush
+  /** @type {ArrayLike<number> | null} */
+  let linkedLit = null; // instances another view lights up (its hover or subset)
+  /** @type {ArrayLike<number> | null} */
+  let linkedBrush = null; // instances inside another view's brush
   let linkedHoverRow = -1;
   let palette = new Uint32Array(256), faded = new Uint32Array(256), faint = new Uint32Array(256);
   let paletteCss = [];
@@ -257,7 +240,6 @@ function render({ model, el }) {
   let view = { k: 1, tx: 0, ty: 0 };
   let mode = "pan";
   let animation = null;
-  let drawQueued = false;
   let firstDraw = null; // performance.now() when the first layout arrived, until it is drawn
 
   // ---------------------------------------------------------------- transforms
@@ -275,7 +257,9 @@ function render({ model, el }) {
     const t = fitTransform();
     if (!layout) return t;
     const { cx, cy, span } = layout;
-    return { ax: t.ax / span, bx: t.bx + t.ax * (0.5 - cx / span), ay: t.ay / span, by: t.by + t.ay * (0.5 - cy / span) };
+    return {
+      ax: t.ax / span, bx: t.bx + t.ax * (0.5 - cx / span), ay: t.ay / span, by: t.by + t.ay * (0.5 - cy / span),
+    };
   }
 
   function cssToData(X, Y) {
@@ -290,11 +274,10 @@ function render({ model, el }) {
 
   // ---------------------------------------------------------------- colours
   function readTheme() {
-    const style = getComputedStyle(el);
-    bgRGBA = cssRGBA(style.getPropertyValue("--av-bg").trim() || "#fff");
-    fgRGBA = cssRGBA(style.getPropertyValue("--av-fg").trim() || "#111");
+    bgRGBA = cssRGBA(kit.colour("--av-bg", "#fff"));
+    fgRGBA = cssRGBA(kit.colour("--av-fg", "#111"));
     bgRGBA[3] = 255;
-    const accent = style.getPropertyValue("--av-accent").trim() || "#1976d2";
+    const accent = kit.colour("--av-accent", "#1976d2");
     paletteCss = model.get("palette") || [];
     palette = new Uint32Array(256); faded = new Uint32Array(256); faint = new Uint32Array(256);
     for (let c = 0; c < 256; c++) {
@@ -322,12 +305,8 @@ function render({ model, el }) {
     dpr = window.devicePixelRatio || 1;
     if (w === cssW && hgt === cssH && image && image.width === Math.round(w * dpr)) return false;
     cssW = w; cssH = hgt;
-    for (const c of [canvas, overlay]) {
-      c.width = Math.round(w * dpr);
-      c.height = Math.round(hgt * dpr);
-      c.style.width = `${w}px`;
-      c.style.height = `${hgt}px`;
-    }
+    ctx = kit.canvas(canvas, w, hgt);
+    octx = kit.canvas(overlay, w, hgt);
     image = ctx.createImageData(canvas.width, canvas.height);
     pixels = new Uint32Array(image.data.buffer);
     basePixels = new Uint32Array(pixels.length);
@@ -372,7 +351,7 @@ function render({ model, el }) {
   function drawBase() {
     if (!image) return;
     const t0 = performance.now();
-    pixels.fill(pack(...bgRGBA));
+    pixels.fill(pack(bgRGBA[0], bgRGBA[1], bgRGBA[2]));
     if (paintXY && n) {
       const size = pointSize();
       if (layered) {
@@ -401,7 +380,7 @@ function render({ model, el }) {
     if (highlighted.length && paintXY) {
       const size = pointSize();
       const { ax, bx, ay, by, W, H } = paintTransform();
-      const ring = pack(...fgRGBA);
+      const ring = pack(fgRGBA[0], fgRGBA[1], fgRGBA[2]);
       const outer = stampOffsets(size + 4), inner = stampOffsets(size + 1);
       for (const row of highlighted) {
         const o = rank[row];
@@ -419,7 +398,7 @@ function render({ model, el }) {
   function drawOverlay(path = null, closed = false) {
     octx.setTransform(dpr, 0, 0, dpr, 0, 0);
     octx.clearRect(0, 0, cssW, cssH);
-    const accent = getComputedStyle(el).getPropertyValue("--av-accent").trim() || "#1976d2";
+    const accent = kit.colour("--av-accent", "#1976d2");
     const ringed = hoveredRow >= 0 ? hoveredRow : linkedHoverRow;
     if (ringed >= 0 && ringed < n && paintXY) {
       const t = fitTransform();
@@ -444,19 +423,12 @@ function render({ model, el }) {
     }
   }
 
-  function scheduleDraw() {
-    if (drawQueued) return;
-    drawQueued = true;
-    requestAnimationFrame(() => {
-      drawQueued = false;
-      drawBase();
-      drawOverlay();
-    });
-  }
+  const scheduleDraw = kit.frame(() => { drawBase(); drawOverlay(); });
 
   // ---------------------------------------------------------------- data from Python
-  function rowsOfIds(value) {
-    const arr = decodeArray(value);
+  /** Rows of the instances in an index trait. */
+  function rowsOfIds(/** @type {string} */ name) {
+    const arr = kit.array(name);
     return rowsOf(arr ? arr.data : null);
   }
 
@@ -475,7 +447,7 @@ function render({ model, el }) {
   }
 
   function loadIds() {
-    const arr = decodeArray(model.get("instance_ids"));
+    const arr = kit.array("instance_ids");
     ids = arr ? arr.data : null;
     rowOfId = null;
     if (ids) {
@@ -486,7 +458,7 @@ function render({ model, el }) {
 
   function loadSelection() {
     selected = new Uint8Array(n);
-    const rows = rowsOfIds(model.get("selected_indices"));
+    const rows = rowsOfIds("selected_indices");
     for (const r of rows) selected[r] = 1;
     selectedCount = rows.length;
     el.dataset.selected = String(selectedCount);
@@ -495,8 +467,8 @@ function render({ model, el }) {
 
   function loadFilter() {
     // this view's filter_indices and another view's brush: a point must be inside both
-    const value = model.get("filter_indices");
-    const sets = [value ? rowsOfIds(value) : null, linkedBrush.ids ? rowsOf(linkedBrush.ids) : null].filter(Boolean);
+    const sets = [model.get("filter_indices") ? rowsOfIds("filter_indices") : null,
+      linkedBrush ? rowsOf(linkedBrush) : null].filter(Boolean);
     inFilter = null;
     if (sets.length) {
       const count = new Uint8Array(n);
@@ -521,13 +493,13 @@ function render({ model, el }) {
   function loadHighlight() {
     // what another view lights up (in the browser, no kernel) takes the place of highlight()
     const t0 = performance.now();
-    highlighted = linkedLit.ids ? rowsOf(linkedLit.ids) : rowsOfIds(model.get("highlighted_indices"));
+    highlighted = linkedLit ? rowsOf(linkedLit) : rowsOfIds("highlighted_indices");
     drawHighlights(true);
     el.dataset.highlightMs = (performance.now() - t0).toFixed(2);
   }
 
   function loadCodes() {
-    const arr = decodeArray(model.get("color_codes"));
+    const arr = kit.array("color_codes");
     codes = arr && arr.data.length === n ? arr.data : null;
     paintCodes = new Uint8Array(n).fill(255); // 255: no colour yet (drawn grey)
     if (codes) for (let o = 0; o < n; o++) paintCodes[o] = codes[order[o]];
@@ -548,7 +520,7 @@ function render({ model, el }) {
   }
 
   function loadPositions() {
-    const arr = decodeArray(model.get("positions"));
+    const arr = kit.array("positions");
     const newN = arr ? arr.shape[0] : 0;
     if (firstDraw === null && !paintXY && newN) firstDraw = performance.now();
     const previous = paintXY;
@@ -562,14 +534,16 @@ function render({ model, el }) {
       loadSelection();
       loadFilter();
       loadCodes();
-      highlighted = linkedLit.ids ? rowsOf(linkedLit.ids) : rowsOfIds(model.get("highlighted_indices"));
+      highlighted = linkedLit ? rowsOf(linkedLit) : rowsOfIds("highlighted_indices");
       hoveredRow = -1;
     }
     pos = arr ? arr.data : null;
     layout = pos ? normalise(pos, n) : null;
     grid = layout ? buildGrid(layout.norm, n) : null;
     visibleCount = 0;
-    if (pos) for (let i = 0; i < 2 * n; i += 2) if (Number.isFinite(pos[i]) && Number.isFinite(pos[i + 1])) visibleCount++;
+    for (let i = 0; pos && i < 2 * n; i += 2) {
+      if (Number.isFinite(pos[i]) && Number.isFinite(pos[i + 1])) visibleCount++;
+    }
     const target = layout ? inPaintOrder(layout.norm) : null;
     if (animate) {
       startAnimation(previous, target);
@@ -631,7 +605,8 @@ function render({ model, el }) {
       legend.append(h("span", { text: formatValue(lo) }), bar, h("span", { text: formatValue(hi) }));
       if (spec.note) legend.appendChild(h("span", { text: spec.note }));
       if (spec.missing) {
-        legend.append(h("span", {}, [h("span", { className: "swatch", style: { background: paletteCss[255] || "#888" } }),
+        const swatch = h("span", { className: "swatch", style: { background: paletteCss[255] || "#888" } });
+        legend.append(h("span", {}, [swatch,
           h("span", { text: `missing (${formatCount(spec.missing)})` })]));
       }
     }
@@ -645,13 +620,15 @@ function render({ model, el }) {
 
   function syncToolbar() {
     const layers = model.get("layers") || [];
-    if (layerSelect.options.length !== layers.length || [...layerSelect.options].some((o, i) => o.value !== layers[i])) {
+    const differs = (/** @type {HTMLSelectElement} */ select, /** @type {string[]} */ values) =>
+      select.options.length !== values.length || [...select.options].some((o, i) => o.value !== values[i]);
+    if (differs(layerSelect, layers)) {
       layerSelect.replaceChildren(...layers.map((l) => h("option", { value: l, text: l })));
     }
     layerSelect.value = model.get("layer");
     methodSelect.value = model.get("method");
     const options = model.get("color_options") || [];
-    if (colorSelect.options.length !== options.length || [...colorSelect.options].some((o, i) => o.value !== options[i])) {
+    if (differs(colorSelect, options)) {
       colorSelect.replaceChildren(...options.map((c) => h("option", { value: c, text: COLOR_LABELS[c] || c })));
     }
     colorSelect.value = model.get("color_by");
@@ -679,7 +656,8 @@ function render({ model, el }) {
     const parts = [`${n.toLocaleString()} points`];
     if (selectedCount) parts.push(`${selectedCount.toLocaleString()} selected`);
     if (running) {
-      parts.push(`${METHOD_LABELS[method] || method}: ${model.get("stage") || "starting"} ${Math.round(progress * 100)}%`);
+      const stage = model.get("stage") || "starting";
+      parts.push(`${METHOD_LABELS[method] || method}: ${stage} ${Math.round(progress * 100)}%`);
       if (shown && shown !== method) parts.push(`showing ${METHOD_LABELS[shown] || shown}`);
     } else if (shown) {
       parts.push(METHOD_LABELS[shown] || shown);
@@ -688,7 +666,10 @@ function render({ model, el }) {
     const error = model.get("error");
     message.dataset.error = String(Boolean(error));
     if (error) message.textContent = error;
-    else if (!n) message.textContent = running ? `Computing ${METHOD_LABELS[method] || method} of ${model.get("layer")}…` : "No layout yet.";
+    else if (!n) {
+      message.textContent = running ? `Computing ${METHOD_LABELS[method] || method} of ${model.get("layer")}…`
+        : "No layout yet.";
+    }
     else message.textContent = "";
   }
 
@@ -698,7 +679,8 @@ function render({ model, el }) {
     model.set("selected_indices", encodeInt32(sorted));
     // the lasso / box that made this selection (layout coordinates); none for clicks and legend picks
     const poly = polygon ? Float64Array.from(polygon) : null;
-    model.set("lasso", poly ? { dtype: "float64", shape: [poly.length / 2, 2], buffer: new DataView(poly.buffer) } : null);
+    const lasso = poly ? { dtype: "float64", shape: [poly.length / 2, 2], buffer: new DataView(poly.buffer) } : null;
+    model.set("lasso", lasso);
     model.save_changes();
   }
 
@@ -762,7 +744,8 @@ function render({ model, el }) {
       for (const [key, value] of details.fields) lines.push(`${key}: ${value}`);
     } else {
       const spec = model.get("legend") || {};
-      const entry = spec.kind === "categorical" && codes ? (spec.entries || []).find((e) => e.code === codes[row]) : null;
+      const categorical = spec.kind === "categorical" && codes;
+      const entry = categorical ? (spec.entries || []).find((e) => e.code === codes[row]) : null;
       if (entry) lines.push(`${spec.title}: ${entry.label}`);
     }
     return lines;
@@ -885,20 +868,21 @@ function render({ model, el }) {
   });
 
   // ---------------------------------------------------------------- shared selection (explorer)
-  /** Follow every clause of the shared selection except this view's own (Mosaic's rule). */
-  function followShared(sel) {
-    const litRaw = !sel.mine("hover") && sel.get("hover") ? sel.get("hover") : sel.get("subset_indices");
-    if (litRaw !== linkedLit.raw) {
-      linkedLit = { raw: litRaw, ids: litRaw ? decodeArray(litRaw).data : null };
+  /** Follow the shared selection: every clause but this view's own (the Selection applies Mosaic's rule). */
+  function followShared(/** @type {import("./common/selection.js").SharedSelection | null} */ sel) {
+    const hover = sel ? sel.clause("hover") : null;
+    const lit = hover && hover.length ? hover : sel ? sel.indices("subset_indices") : null;
+    if (lit !== linkedLit) {
+      linkedLit = lit;
       loadHighlight();
     }
-    const brushRaw = !sel.mine("brush") ? sel.get("brush") : null;
-    if (brushRaw !== linkedBrush.raw) {
-      linkedBrush = { raw: brushRaw, ids: brushRaw ? decodeArray(brushRaw).data : null };
+    const brush = sel ? sel.clause("brush") : null;
+    if (brush !== linkedBrush) {
+      linkedBrush = brush;
       loadFilter();
       scheduleDraw();
     }
-    const id = sel.get("hover_instance");
+    const id = sel ? sel.get("hover_instance") : -1;
     const row = typeof id === "number" && id >= 0 ? (rowOfId ? rowOfId.get(id) ?? -1 : id) : -1;
     if (row !== linkedHoverRow) {
       linkedHoverRow = row;
@@ -907,22 +891,8 @@ function render({ model, el }) {
     }
   }
 
-  async function attachSelection() {
-    if (shared) shared.dispose();
-    shared = await connectSelection(model, "projection", followShared);
-    if (!shared) {
-      linkedLit = { raw: null, ids: null };
-      linkedBrush = { raw: null, ids: null };
-      linkedHoverRow = -1;
-      loadHighlight();
-      loadFilter();
-      scheduleDraw();
-    }
-    el.dataset.linked = String(Boolean(shared));
-  }
-
   // ---------------------------------------------------------------- wiring
-  const on = (names, fn) => { for (const name of names.split(" ")) model.on(`change:${name}`, fn); };
+  const on = kit.on;
   on("positions", loadPositions);
   on("instance_ids", () => { loadIds(); loadSelection(); loadFilter(); scheduleDraw(); });
   let codesQueued = false; // colour codes, palette and legend arrive together: decode them once
@@ -940,31 +910,23 @@ function render({ model, el }) {
     const row = id < 0 ? -1 : rowOfId ? rowOfId.get(id) ?? -1 : id < n ? id : -1;
     if (row !== hoveredRow) { hoveredRow = row; drawOverlay(); }
   });
-  on("hover_details", () => { if (hoveredRow >= 0 && lastPointer) showTooltip(hoveredRow, lastPointer[0], lastPointer[1]); });
+  on("hover_details", () => {
+    if (hoveredRow >= 0 && lastPointer) showTooltip(hoveredRow, lastPointer[0], lastPointer[1]);
+  });
   on("status progress stage shown_method error method", () => { updateStatus(); syncToolbar(); });
   on("layers layer color_options color_by neuron n_neurons", syncToolbar);
   on("point_size", scheduleDraw);
-  on("shared_selection", attachSelection);
   on("height", () => { box.style.height = `${model.get("height")}px`; });
 
   box.style.height = `${model.get("height")}px`;
-  const resizeObserver = new ResizeObserver(() => { if (resize()) { readTheme(); drawBase(); drawOverlay(); } });
-  resizeObserver.observe(frame);
-  const themeObserver = new MutationObserver(() => { readTheme(); scheduleDraw(); });
-  themeObserver.observe(document.body, { attributes: true, attributeFilter: ["data-jp-theme-name", "data-jp-theme-light"] });
+  kit.onResize(frame, () => { if (resize()) { readTheme(); drawBase(); drawOverlay(); } });
+  kit.onTheme(() => { readTheme(); scheduleDraw(); });
 
   syncToolbar();
   loadCodes();
   loadPositions();
   resize();
   drawBase();
-  attachSelection();
-  return () => {
-    if (shared) shared.dispose();
-    resizeObserver.disconnect();
-    themeObserver.disconnect();
-    if (animation) cancelAnimationFrame(animation.frame);
-  };
+  kit.selection(followShared);
+  kit.cleanup(() => { if (animation) cancelAnimationFrame(animation.frame); });
 }
-
-export default { render };

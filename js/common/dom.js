@@ -1,3 +1,4 @@
+// @ts-check
 // Small DOM helpers. Text that comes from data (module, class, feature names) is only ever set
 // through textContent, never innerHTML: a name like <img onerror=...> must show as text.
 

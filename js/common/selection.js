@@ -32,7 +32,14 @@ export async function connectSelection(model, source, onChange) {
   const ref = model.get("shared_selection");
   if (!ref || !model.widget_manager) return null;
   const shared = await model.widget_manager.get_model(String(ref).replace(/^IPY_MODEL_/, ""));
-  const indices = (/** @type {string} */ name) => { const v = decodeArray(shared.get(name)); return v ? v.data : null; };
+  // decoded once per value: a view can tell an unchanged clause by identity
+  const decoded = new WeakMap();
+  const indices = (/** @type {string} */ name) => {
+    const raw = shared.get(name);
+    if (!raw) return null;
+    if (!decoded.has(raw)) decoded.set(raw, decodeArray(raw)?.data ?? null);
+    return decoded.get(raw);
+  };
   const mine = (/** @type {string} */ name) => shared.get(`${name}_source`) === source;
   /** @type {SharedSelection} */
   const api = {

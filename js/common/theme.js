@@ -1,3 +1,4 @@
+// @ts-check
 // One theme for every view: JupyterLab's CSS variables, with fallbacks outside JupyterLab.
 // Light and dark follow automatically because the variables change with the Lab theme.
 const CSS = `
@@ -33,7 +34,9 @@ const CSS = `
   border-radius: 3px; padding: 4px 6px; font-size: 12px; white-space: pre; max-width: 480px;
   box-shadow: 0 1px 4px rgba(0,0,0,0.25);
 }
-.activis-legend { display: flex; gap: 8px; flex-wrap: wrap; align-items: center; font-size: 11px; color: var(--av-fg-muted); }
+.activis-legend {
+  display: flex; gap: 8px; flex-wrap: wrap; align-items: center; font-size: 11px; color: var(--av-fg-muted);
+}
 .activis-legend .swatch { display: inline-block; width: 10px; height: 10px; margin-right: 3px; vertical-align: middle; }
 `;
 

@@ -53,7 +53,8 @@ import { connectSelection } from "./selection.js";
  * @property {(name: string, fallback: string) => string} colour a resolved theme colour (CSS variable)
  * @property {() => Palette} palette the palette Python sent
  * @property {(k: number) => string} classColour the colour of class k (missing colour for k < 0 or unknown)
- * @property {(onChange: (sel: SharedSelection) => void) => void} selection follow the shared Selection, if any
+ * @property {(onChange: (sel: SharedSelection | null) => void) => void} selection follow the shared Selection:
+ *   onChange(selection) now and after each of its changes, onChange(null) when the view has none
  * @property {() => boolean} dark whether the page uses a dark theme
  * @property {(fn: () => void) => void} cleanup run fn on dispose
  */
@@ -68,6 +69,8 @@ import { connectSelection } from "./selection.js";
  */
 
 const injected = new Set();
+// JupyterLab marks the theme on <body>; the CSS variables views read change with it
+const THEME_ATTRIBUTES = ["data-jp-theme-light", "data-jp-theme-name"];
 
 /** Add a view's stylesheet to the page once. */
 export function injectCss(name, css) {
@@ -142,7 +145,7 @@ function createKit(model, el, spec) {
 
   const onTheme = (/** @type {() => void} */ fn) => {
     const observer = new MutationObserver(fn);
-    observer.observe(document.body, { attributes: true, attributeFilter: ["data-jp-theme-light", "data-jp-theme-name"] });
+    observer.observe(document.body, { attributes: true, attributeFilter: THEME_ATTRIBUTES });
     cleanup(() => observer.disconnect());
   };
 
@@ -177,7 +180,7 @@ function createKit(model, el, spec) {
     return (k >= 0 && p.classes && p.classes[k]) || p.missing || "#9e9e9e";
   };
 
-  const selection = (/** @type {(sel: SharedSelection) => void} */ onChange) => {
+  const selection = (/** @type {(sel: SharedSelection | null) => void} */ onChange) => {
     /** @type {SharedSelection | null} */
     let shared = null;
     let generation = 0;
@@ -189,6 +192,7 @@ function createKit(model, el, spec) {
       if (mine !== generation) { if (next) next.dispose(); return; }
       shared = next;
       el.dataset.linked = String(!!shared);
+      if (!shared) onChange(null);
     };
     on("shared_selection", attach);
     cleanup(() => { generation++; if (shared) shared.dispose(); });
