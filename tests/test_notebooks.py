@@ -169,6 +169,10 @@ def test_notebook_runs_and_shows_what_it_says(path, tmp_path):
                    resources={"metadata": {"path": str(tmp_path)}}).execute()
     errors = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]
     assert not errors
+    # nothing on stderr either: a warning in a notebook `activis demo` hands out is the first thing a user reads
+    stderr = [o["text"] for c in nb.cells if c.cell_type == "code" for o in c.outputs
+              if o.output_type == "stream" and o.get("name") == "stderr"]
+    assert not stderr, stderr
     views = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs if VIEW in o.get("data", {})]
     assert views, "a notebook of activis shows at least one view"
     check = CHECKS.get(path.name)

@@ -4,6 +4,7 @@ import json
 import os
 import pathlib
 import re
+import shutil
 import socket
 import subprocess
 import sys
@@ -40,6 +41,29 @@ def test_bundles_never_reference_a_cdn():
             assert cdn not in text, f"{bundle.name} mentions {cdn}"
 
 
+NODE_TRACE = re.compile(r"^\s+at .+:\d+:\d+\)?$|^Node\.js v\d", re.M)
+
+
+def test_package_json_leaves_the_venvs_javascript_alone(tmp_path):
+    """The venv lives in the repository (make setup): its .js files must not fall under our package.json's scope.
+
+    A `"type": "module"` there made Node read JupyterLab's CommonJS yarn.js as an ES module, which printed
+    a stack trace at every `activis demo` before the URL.
+    """
+    import jupyter_builder.jlpm
+
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("node is not installed")
+    (tmp_path / "package.json").write_text((ROOT / "package.json").read_text())
+    inside = tmp_path / ".venv" / "lib" / "site-packages" / "jupyter_builder"
+    inside.mkdir(parents=True)
+    shutil.copy(jupyter_builder.jlpm.YARN_PATH, inside / "yarn.js")
+    run = subprocess.run([node, str(inside / "yarn.js"), "--version"], capture_output=True, text=True, cwd=tmp_path,
+                         timeout=60)
+    assert run.returncode == 0 and not NODE_TRACE.search(run.stderr), run.stderr
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -61,6 +85,11 @@ def test_demo_command_serves_the_quickstart(tmp_path):
             match = re.search(r"(http://127\.0\.0\.1:\d+/lab[^\s]*token=\w+)", line)
             url = match.group(1) if match else None
         assert url, "".join(lines)
+        # nothing alarming before the URL: no Node stack trace (JupyterLab runs yarn.js from the venv at start),
+        # no warning from the training and capture
+        printed = "".join(lines)
+        assert not NODE_TRACE.search(printed) and "Fail to get yarn configuration" not in printed, printed
+        assert not re.search(r"\w*Warning: ", printed), printed
         assert (tmp_path / "demo" / "quickstart.ipynb").exists()
         assert (tmp_path / "demo" / "digits.activis" / "manifest.json").exists()  # trained and captured first
         base, token = url.split("/lab")[0], url.split("token=")[1]
