@@ -29,7 +29,7 @@ _EXPORTS = {
     "CockpitLog": "cockpit",
     "GraphView": "widgets", "ActivationMatrix": "widgets", "ProjectionView": "widgets",
     "InstancePanel": "widgets", "SubsetPanel": "widgets", "Selection": "widgets", "Explorer": "widgets",
-    "CockpitPanel": "widgets",
+    "CockpitPanel": "widgets", "MisclassificationView": "widgets",
 }
 
 __all__ = ["__version__", *sorted(_EXPORTS)]

@@ -199,6 +199,7 @@ function setup(kit) {
   let shared = null;           // the explorer's Selection, when one is attached
   let sharedHoverRow = -1;     // the row whose instances we last wrote to selection.hover
   let members = null, offsets = null;
+  let highlight = { layer: "", neurons: [] }; // neurons a linked view points at (selection.highlight_neurons)
 
   const keyIndex = (key) => rows.findIndex((r) => r.key === key);
   const save = (changes) => {
@@ -398,6 +399,12 @@ function setup(kit) {
     }
     drawHeader(sl, W);
     markLabels();
+    el.dataset.highlightedNeurons = highlightedHere().join(",");
+  }
+
+  /** The linked view's neurons, when they belong to the layer shown here. */
+  function highlightedHere() {
+    return highlight.layer === model.get("layer") ? highlight.neurons.filter((j) => j >= 0 && j < N) : [];
   }
 
   function drawOverlay(sl, st, W, H) {
@@ -420,6 +427,12 @@ function setup(kit) {
       ctx.setLineDash([3, 3]);
       ctx.strokeStyle = fg;
       ctx.strokeRect(0.5, ref * rowH - st + 0.5, Math.min(W, N * cellW - sl) - 1, rowH - 1);
+      ctx.setLineDash([]);
+    }
+    if (cellW >= 2) {
+      ctx.setLineDash([2, 2]);
+      ctx.strokeStyle = themeColor(el, "--av-warn", "#e65100");
+      for (const j of highlightedHere()) ctx.strokeRect(position[j] * cellW - sl + 0.5, 0.5, colW - 1, Math.min(H, R * rowH - st) - 1);
       ctx.setLineDash([]);
     }
     if (hover.row >= 0 && hover.col >= 0) {
@@ -446,6 +459,8 @@ function setup(kit) {
       headerCtx.fillText(String(order[p]), x, HEADER_H / 2 + 2);
       if (step > 1) headerCtx.fillRect(x, HEADER_H - 4, 1, 4);
     }
+    headerCtx.fillStyle = themeColor(el, "--av-warn", "#e65100");
+    for (const j of highlightedHere()) headerCtx.fillRect(position[j] * cellW - sl, HEADER_H - 3, Math.max(cellW, 2), 3);
     const neuron = model.get("selected_neuron");
     if (neuron >= 0 && neuron < N) {
       const x = (position[neuron] + 0.5) * cellW - sl;
@@ -650,6 +665,12 @@ function setup(kit) {
     }
     const layer = sel.get("layer");
     if (layer && layer !== model.get("layer") && (model.get("layers") || []).includes(layer)) save({ layer });
+    const neurons = sel.indices("highlight_neurons");
+    const next = { layer: neurons ? sel.get("highlight_neurons_layer") : "", neurons: neurons ? Array.from(neurons) : [] };
+    if (next.layer !== highlight.layer || next.neurons.join() !== highlight.neurons.join()) {
+      highlight = next;
+      blit();
+    }
   }
 
   function decodeMembers() {

@@ -84,9 +84,9 @@ def test_explorer_coordination(lab, page):
     page.mouse.click(pos["x"], pos["y"])
     state = python_result(panel, 1, lambda r: r["pinned"] == [mis] and f"instance:{mis}" in r["rows"])
     assert state["pinned"] == [mis] and f"instance:{mis}" in state["rows"] and state["why"] == mis
-    why = cell.locator(".jp-RenderedText").filter(has_text="is misclassified as")
+    why = cell.locator(f".activis-why[data-index='{mis}']")
     why.wait_for()
-    assert f"Instance {mis}" in why.inner_text()
+    assert why.locator(".av-why-title").text_content().startswith(f"Instance #{mis} ")
     # hovering another instance gives a temporary row, which goes away with the mouse
     # (watched in the page: running a check cell would scroll the notebook away from the mouse)
     page.mouse.move(0, 0)

@@ -16,6 +16,7 @@ _VIEWS = {
     "Selection": "selection",
     "Explorer": "explorer",
     "CockpitPanel": "cockpit_panel",
+    "MisclassificationView": "misclassification_view",
 }
 
 __all__ = sorted(_VIEWS)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import ipywidgets as widgets
 
-from ..analysis import AnalysisError, explain_instance
 from ..subsets import Subsets
 from . import row_keys
 from ._base import class_count
@@ -20,6 +19,7 @@ from .activation_matrix import ActivationMatrix
 from .colours import palette
 from .graph_view import GraphView
 from .instance_panel import InstancePanel
+from .misclassification_view import MisclassificationView
 from .projection_view import ProjectionView
 from .selection import INSTANCES, MATRIX, PROJECTION, Selection, as_indices
 from .subset_panel import SubsetPanel
@@ -69,10 +69,9 @@ class Explorer(widgets.VBox):
         self.projection = ProjectionView(store, layer, method, params=projection_params, height=420)
         self.instances = InstancePanel(store, max_instances=max_instances, height=420)
         self.subset_panel = SubsetPanel(self.subsets, height=380)
-        self.why = widgets.Output(layout=widgets.Layout(max_height="260px", overflow="auto"))
+        self.why = MisclassificationView(store, layer, height=300)
         self.status = widgets.Label("")
-        self.last_explanation = None
-        for view in (self.matrix, self.projection, self.instances):
+        for view in (self.matrix, self.projection, self.instances, self.why):
             view.shared_selection = self.selection  # hovers and the active subset travel in the browser
         self.colours = palette(class_count(store))
         for view in self.views:
@@ -85,7 +84,7 @@ class Explorer(widgets.VBox):
         children += [
             widgets.HBox([_boxed(self.matrix, "62%"), _boxed(self.subset_panel, "38%")], layout=row),
             widgets.HBox([_boxed(self.projection, "50%"), _boxed(self.instances, "50%")], layout=row),
-            widgets.VBox([widgets.Label("Why was it misclassified? (pin a misclassified instance)"), self.why]),
+            self.why,
         ]
         super().__init__(children=children, layout=widgets.Layout(width="100%"))
         self.add_class("activis-explorer")
@@ -122,6 +121,8 @@ class Explorer(widgets.VBox):
         # subsets: picking one highlights it everywhere
         self.subset_panel.observe(self._on_subset_pick, "active")
         self.matrix.observe(self._on_matrix_row_pick, "selected_row")
+        # the misclassification view: a click on a bar picks its neuron everywhere
+        self.why.observe(lambda c: setattr(sel, "neuron", c["new"]), "selected_neuron")
 
     def _set_layer(self, layer: str) -> None:
         if layer and layer != self.selection.layer:
@@ -138,6 +139,7 @@ class Explorer(widgets.VBox):
         layer = change["new"]
         self.matrix.layer = layer
         self.projection.layer = layer
+        self.why.layer = layer  # re-explains the instance at the new layer
         if self.graph_view is not None and self._graph_layer() != layer:
             self.graph_view.selected_layer = self.store.manifest["layers"][layer].get("node") or layer
         self.selection.neuron = -1
@@ -187,6 +189,11 @@ class Explorer(widgets.VBox):
         new = [i for i in pinned if i not in set(change["old"] or [])]
         if new:
             self.explain(new[-1])
+        elif self.why.index not in pinned:  # the explained instance was unpinned: explain the last pin left
+            if pinned:
+                self.explain(pinned[-1])
+            else:
+                self.why.clear()
 
     def _on_matrix_rows(self, change) -> None:
         """A pinned instance row removed in the matrix unpins the instance everywhere."""
@@ -221,21 +228,21 @@ class Explorer(widgets.VBox):
             self.explain(instance)
 
     # ------------------------------------------------------------------ analysis
+    @property
+    def last_explanation(self):
+        """The `InstanceExplanation` the misclassification view shows (None when none)."""
+        return self.why.explanation
+
     def explain(self, index: int):
         """Why instance ``index`` was classified as it was, at the current layer (a DataFrame).
 
-        Also shows its true-class and predicted-class rows in the matrix beside its own row and
-        prints the top of the ranking under the views.
+        Shows it in the misclassification view (which follows later layer switches), and its
+        true-class and compared-class rows in the matrix beside its own row. None when the store
+        cannot answer (the view says why).
         """
-        layer = self.selection.layer
-        try:
-            result = explain_instance(self.store, int(index), layer)
-        except AnalysisError as exc:
-            self.why.clear_output()
-            with self.why:
-                print(exc)
+        result = self.why.explain(int(index), self.selection.layer)
+        if result is None:
             return None
-        self.last_explanation = result
         names = self.store.class_names
         for cls in (result.true_class, result.compared_class):
             subset = f"true {names[cls] if cls < len(names) else cls}"
@@ -243,10 +250,6 @@ class Explorer(widgets.VBox):
                 self.subsets.add(subset, f"label == {int(cls)}")
             if row_keys.subset_row(subset) not in self.matrix.row_keys:
                 self.matrix.add_subset(subset)
-        self.why.clear_output()
-        with self.why:
-            print(result.message)
-            print(result.top(10).to_string())
         return result.neurons
 
 

@@ -29,6 +29,7 @@ def as_indices(values) -> np.ndarray:
 PROJECTION = "projection"
 MATRIX = "matrix"
 INSTANCES = "instances"
+MISCLASSIFICATION = "misclassification"
 CLAUSES = ("brush", "hover")
 
 
@@ -47,6 +48,10 @@ class Selection(AnyWidget):
     pinned = traitlets.List(traitlets.Int()).tag(sync=True)
     subset = traitlets.Unicode("").tag(sync=True)
     subset_indices = traitlets.Any(None).tag(sync=True, **array_serialization)
+    # neurons of one layer that a view points at (the misclassification view's): the matrix marks their columns
+    highlight_neurons = traitlets.Any(None).tag(sync=True, **array_serialization)  # int32 neuron indices
+    highlight_neurons_layer = traitlets.Unicode("").tag(sync=True)
+    highlight_neurons_source = traitlets.Unicode("").tag(sync=True)
 
     def set_brush(self, indices, source: str) -> None:
         with self.hold_sync():
@@ -66,6 +71,12 @@ class Selection(AnyWidget):
         if value is None or getattr(self, f"{name}_source") == view:
             return None
         return np.asarray(value, dtype=np.int64)
+
+    def set_neuron_highlight(self, neurons, layer: str, source: str) -> None:
+        with self.hold_sync():
+            self.highlight_neurons_source = source
+            self.highlight_neurons_layer = layer if neurons is not None else ""
+            self.highlight_neurons = None if neurons is None else as_indices(neurons)
 
     def pin(self, index: int) -> None:
         if int(index) not in self.pinned:
