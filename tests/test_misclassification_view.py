@@ -6,6 +6,7 @@ import traitlets
 
 from activis.analysis import explain_instance
 from activis.store import LayerSpec, write_store
+from activis.widgets.colours import palette
 from activis.widgets.misclassification_view import MisclassificationView
 from activis.widgets.selection import Selection
 
@@ -30,7 +31,7 @@ def test_bars_follow_the_instance_and_the_layer(store):
     view = MisclassificationView(store, top=4)
     assert view.layer == "b" and view.index == -1 and view.explanation is None
     assert view.status.startswith("Pin an instance") and view.neuron_ids is None and view.facts == {}
-    assert view.class_colors[:2] == ["#4e79a7", "#f28e2b"]  # the projection's palette, one colour per class
+    assert view.colours["classes"] == palette(3)["classes"]  # the one palette, a colour per class
 
     view.index = 0
     expected = explain_instance(store, 0, "b").neurons.head(4)

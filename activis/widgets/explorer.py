@@ -92,7 +92,7 @@ class Explorer(widgets.VBox):
     @property
     def views(self) -> list:
         """Every activis view of the explorer."""
-        views = [self.matrix, self.projection, self.instances, self.subset_panel]
+        views = [self.matrix, self.projection, self.instances, self.subset_panel, self.why]
         return views if self.graph_view is None else [self.graph_view, *views]
 
     # ------------------------------------------------------------------ wiring

@@ -15,11 +15,10 @@ from ipywidgets import widget_serialization
 
 from ..analysis import AnalysisError, explain_instance
 from ._arrays import array_serialization
-from ._base import View, bundle
-from .projection_view import categorical_colors
-from .selection import Selection
+from ._base import View, bundle, class_count
+from .colours import palette
+from .selection import MISCLASSIFICATION, Selection
 
-SOURCE = "misclassification"  # the name this view writes its Selection clauses under
 MAX_NEURONS = 200  # bars beyond this stop being readable; the full ranking is `explanation.neurons`
 
 
@@ -42,7 +41,6 @@ class MisclassificationView(View):
     index = traitlets.Int(-1).tag(sync=True)
     layer = traitlets.Unicode("").tag(sync=True)
     top = traitlets.Int(12).tag(sync=True)
-    class_colors = traitlets.List(traitlets.Unicode()).tag(sync=True)  # CSS colour by class index
 
     # what the browser draws, derived here from the explanation (never edited there)
     facts = traitlets.Dict().tag(sync=True)  # heading: instance, classes, layer, summary numbers
@@ -62,7 +60,7 @@ class MisclassificationView(View):
         layers = list(store.layers)
         if not layers:
             raise ValueError(f"Store {store.path} holds no layers to explain.")
-        kwargs.setdefault("class_colors", categorical_colors(len(store.class_names)))
+        kwargs.setdefault("colours", palette(class_count(store)))
         super().__init__(layer=layer if layer is not None else layers[-1], index=index, **kwargs)
         self.observe(self._refresh, names=["index", "layer", "top"])
         self.observe(self._share, names=["shared_selection"])
@@ -163,7 +161,7 @@ class MisclassificationView(View):
             return
         result = self._explanation
         if result is None:
-            if selection.highlight_neurons_source == SOURCE:
-                selection.set_neuron_highlight(None, "", SOURCE)
+            if selection.highlight_neurons_source == MISCLASSIFICATION:
+                selection.set_neuron_highlight(None, "", MISCLASSIFICATION)
             return
-        selection.set_neuron_highlight(self.neuron_ids, result.layer, SOURCE)
+        selection.set_neuron_highlight(self.neuron_ids, result.layer, MISCLASSIFICATION)
