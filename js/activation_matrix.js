@@ -199,7 +199,8 @@ function setup(kit) {
   let shared = null;           // the explorer's Selection, when one is attached
   let sharedHoverRow = -1;     // the row whose instances we last wrote to selection.hover
   let members = null, offsets = null;
-  let highlight = { layer: "", neurons: [] }; // neurons a linked view points at (selection.highlight_neurons)
+  /** @type {{ layer: string, neurons: number[] }} neurons a linked view points at (selection.highlight_neurons) */
+  let highlight = { layer: "", neurons: [] };
 
   const keyIndex = (key) => rows.findIndex((r) => r.key === key);
   const save = (changes) => {

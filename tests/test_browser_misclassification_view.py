@@ -44,6 +44,7 @@ CHECK = """shown = ex.why.explanation
 print("RESULT " + json.dumps({
     "layer": ex.selection.layer, "pinned": ex.selection.pinned, "neuron": ex.selection.neuron,
     "index": ex.why.index, "explained_layer": None if shown is None else shown.layer,
+    "colours": ex.colours["classes"], "same_colours": all(v.colours == ex.colours for v in ex.views),
     "expected": {layer: explain_instance(store, p, layer).neurons.index[:12].tolist()
                  for p in ex.selection.pinned[-1:] for layer in store.layers},
 }))"""
@@ -93,6 +94,14 @@ def test_misclassification_view(lab, page):
     assert why.locator("img").count() == 0 and why.locator("b").count() == 0
     assert page.evaluate("() => window.__xss") is None
     assert f"toward {XSS}" in why.locator(".av-why-legend").text_content()
+    # class colours are the explorer's one palette: the predicted class's swatch and its bars
+    assert state["same_colours"]
+    rgb = "rgb({}, {}, {})".format(*(int(state["colours"][1][i:i + 2], 16) for i in (1, 3, 5)))
+    swatches = why.locator(".av-why-title .av-why-swatch").evaluate_all(
+        "(els) => els.map((e) => getComputedStyle(e).backgroundColor)")
+    assert swatches[1] == rgb
+    assert why.locator(".av-why-row").first.locator(".av-why-bar").first.evaluate(
+        "(e) => getComputedStyle(e).backgroundColor") == rgb
     # every bar has its three measures; the top neuron moved toward the compared class (a positive score)
     top = why.locator(".av-why-row").first
     assert top.locator(".av-why-cell").count() == 3 and top.locator(".av-why-bar").count() == 3
