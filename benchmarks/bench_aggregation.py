@@ -1,8 +1,11 @@
 """Aggregation of K = 20 subsets over a 200,000 x 1,024 float32 store, against one plain chunked sum.
 
 Both run warm (the layer file in the page cache) in the same process; the figure is the ratio of
-the best of ``--repeat`` runs of each. Peak heap (tracemalloc: memory-map pages are not heap) is
-measured with a chunk budget much smaller than the array. Run:
+the best of ``--repeat`` runs of each. The aggregation is timed twice: with the K memberships
+already evaluated (S^T A alone, what the 1.5x target is about) and with every subset's membership
+evaluated again inside the timed call (what a user's first aggregate after defining subsets costs),
+each labelled as such. Peak heap (tracemalloc: memory-map pages are not heap) is measured with a
+chunk budget much smaller than the array. Run:
 
     .venv/bin/python benchmarks/bench_aggregation.py [--instances 200000] [--neurons 1024]
 """
@@ -102,20 +105,21 @@ def main():
         subsets.aggregate("fc", names)
         first = time.perf_counter() - t0
 
-        def aggregate(stats):
-            subsets.clear_cache(masks=False)  # memberships stay evaluated: this times S^T A itself
+        def aggregate(stats, masks=False):
+            subsets.clear_cache(masks=masks)  # masks=False: memberships stay evaluated, this times S^T A itself
             return subsets.aggregate("fc", names, stats=stats)
 
         def sum_pass():
             return plain_sum(activations, chunk_rows)
 
-        results = {"sum": [], "mean": [], "all": []}
-        for _ in range(args.repeat):  # interleaved so that load from other processes hits all three
+        results = {"sum": [], "mean": [], "all": [], "mean+masks": []}
+        for _ in range(args.repeat):  # interleaved so that load from other processes hits all four
             results["sum"].append(best(sum_pass, 1))
             results["mean"].append(best(lambda: aggregate(("mean",)), 1))
             results["all"].append(best(lambda: aggregate(("mean", "active", "std")), 1))
+            results["mean+masks"].append(best(lambda: aggregate(("mean",), masks=True), 1))
         base = min(results["sum"])
-        mean_t, all_t = min(results["mean"]), min(results["all"])
+        mean_t, all_t, masks_t = min(results["mean"]), min(results["all"]), min(results["mean+masks"])
         # the figure is only worth something if the answer is right
         check = aggregate(("mean",)).mean[0]
         expected = np.asarray(activations[subsets.mask(names[0])], dtype=np.float64).mean(axis=0)
@@ -123,9 +127,12 @@ def main():
 
         print(f"first call (numba compile or cache load + masks): {first * 1000:.0f} ms")
         print(f"plain chunked sum of the whole array: {base * 1000:.0f} ms")
-        print(f"aggregate K=20, mean only:            {mean_t * 1000:.0f} ms  "
+        print(f"aggregate K=20, mean only, memberships already evaluated (not timed): {mean_t * 1000:.0f} ms  "
               f"ratio {mean_t / base:.2f} (target <= 1.5)")
-        print(f"aggregate K=20, mean + active + std:  {all_t * 1000:.0f} ms  ratio {all_t / base:.2f}")
+        print(f"aggregate K=20, mean + active + std, memberships already evaluated:   {all_t * 1000:.0f} ms  "
+              f"ratio {all_t / base:.2f}")
+        print(f"aggregate K=20, mean only, the 20 memberships evaluated in the call:  {masks_t * 1000:.0f} ms  "
+              f"ratio {masks_t / base:.2f}")
 
         small = Subsets(store, chunk_bytes=int(args.small_chunk_mb * (1 << 20)))
         for name in names:
