@@ -149,3 +149,91 @@ def test_clear_errors(tmp_path):
     (tmp_path / "newer" / "meta.json").write_text(json.dumps({**meta, "version": 99}))
     with pytest.raises(ValueError, match="newer activis"):
         read_log(tmp_path / "newer")
+
+
+# ------------------------------------------------------------------ logs from elsewhere
+def _damaged_copy(tmp_path, lines):
+    tiny_run(tmp_path / "a", steps=4).close()
+    records = tmp_path / "a" / "records.jsonl"
+    good = records.read_bytes().splitlines(keepends=True)
+    records.write_bytes(b"".join(good[:2] + lines + good[2:]))
+    return tmp_path / "a", len(good)
+
+
+@pytest.mark.parametrize("line, reason", [
+    (b'{"Loss": 1.0}\n', r"no integer 'step'"),
+    (b'{"step": "three", "Loss": 1.0}\n', r"no integer 'step'"),
+    (b'{"step": true}\n', r"no integer 'step'"),
+    (b'[1, 2, 3]\n', r"not a JSON object"),
+    (b'42\n', r"not a JSON object"),
+    (b'{"step": 9, "Loss": \xff\xfe}\n', r"not valid UTF-8"),
+    (b'{"step": 9, "Loss": \n', r"not valid JSON"),
+    (b'{"step": 9, "_rows": {"GradHist1d": "x"}}\n', r"bad '_rows'"),
+    (b'{"step": 9, "_rows": {"GradHist1d": -1}}\n', r"bad '_rows'"),
+    (b'{"step": 9, "_rows": [1]}\n', r"bad '_rows'"),
+    (b'{"step": 9, "_skipped": 3}\n', r"bad '_skipped'"),
+])
+def test_one_bad_line_is_skipped_with_a_warning_naming_file_and_line(tmp_path, line, reason):
+    folder, n_good = _damaged_copy(tmp_path, [line])
+    with pytest.warns(UserWarning, match=rf"records.jsonl, line 3: skipped \({reason}"):
+        log = read_log(folder)
+    assert log.steps == [0, 1, 2, 3]  # every good line, before and after the bad one
+    assert log.frame()["Loss"].notna().all() and log.histogram("GradHist1d")[1] == 4
+
+
+def test_several_bad_lines_are_listed_once(tmp_path):
+    folder, _ = _damaged_copy(tmp_path, [b"[]\n", b"\xff\n", b'{"x": 1}\n'])
+    with pytest.warns(UserWarning, match=r"skipped 3 damaged lines: line 3 .*line 4 .*line 5"):
+        log = read_log(folder)
+    assert log.steps == [0, 1, 2, 3]
+
+
+@pytest.mark.parametrize("meta, reason", [
+    (b"{not json", r"not valid JSON"),
+    (b"\xff\xfe\x00", r"not valid UTF-8"),
+    (b"[1, 2]", r"not a JSON object"),
+    (b'{"format": "activis.cockpit-log", "version": 1, "params": 3, "arrays": []}', r"'params'.*'arrays'"),
+    (b'{"format": "activis.cockpit-log", "version": 1, "params": [{"name": 1}], '
+     b'"arrays": {"GradHist1d": {"dtype": "object", "shape": [4]}}}', r"'params'.*'arrays'"),
+    (b'{"format": "activis.cockpit-log", "version": 1, '
+     b'"arrays": {"GradHist1d": {"dtype": "<i8", "shape": [99999999999, 99999999999]}}}', r"'arrays'"),
+    (b'{"format": "activis.cockpit-log", "version": "new"}', r"'version'"),
+])
+def test_a_damaged_meta_file_still_leaves_the_records_readable(tmp_path, meta, reason):
+    tiny_run(tmp_path / "a", steps=3).close()
+    (tmp_path / "a" / "meta.json").write_bytes(meta)
+    with pytest.warns(UserWarning, match=rf"meta.json.*damaged.*{reason}"):
+        log = read_log(tmp_path / "a")
+    assert log.steps == [0, 1, 2] and log.frame()["Loss"].notna().all()
+    assert (tmp_path / "a" / "meta.json").read_bytes() == meta  # nothing is rewritten
+
+
+def test_a_missing_histogram_file_loses_only_the_histograms(tmp_path):
+    tiny_run(tmp_path / "a", steps=3).close()
+    (tmp_path / "a" / "GradHist1d.bin").unlink()
+    with pytest.warns(UserWarning, match=r"GradHist1d.bin.*cannot be read"):
+        log = read_log(tmp_path / "a")
+    assert log.steps == [0, 1, 2] and log.histogram("GradHist1d")[1] == 0
+
+
+def test_not_a_log_at_all_is_a_clear_error(tmp_path):
+    from activis.cockpit import CockpitLogError
+
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "meta.json").write_text(json.dumps({"format": "someone-else"}))
+    with pytest.raises(CockpitLogError, match=r"not a cockpit log \(format 'someone-else'"):
+        read_log(tmp_path / "other")
+    (tmp_path / "broken").mkdir()
+    (tmp_path / "broken" / "meta.json").write_text("{not json")
+    with pytest.raises(CockpitLogError, match=r"meta.json is damaged .*and there is no records.jsonl"):
+        read_log(tmp_path / "broken")
+
+
+def test_reading_a_log_imports_no_torch(tmp_path):
+    tiny_run(tmp_path / "a", steps=2).close()
+    code = (f"import sys; from activis import read_log; log = read_log({str(tmp_path / 'a')!r}); "
+            "log.frame(); log.histogram('GradHist1d'); import activis.cockpit.log; "
+            "from activis.cockpit import load_runs, CockpitLog; load_runs([log]); "
+            "print(sorted(m for m in ('torch', 'numba') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

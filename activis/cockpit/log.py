@@ -14,6 +14,11 @@ cut loses at most that much. A record names the rows it wrote, and rows are writ
 record, so a reader never follows a record to a missing row. Several lines may carry values of the
 same step (a quantity finished one step later, metrics logged separately); readers merge them.
 
+A log from elsewhere may be damaged: a line that is not valid UTF-8, not JSON, not an object, or
+has no integer ``step`` is skipped with one warning naming the file and the lines; a damaged
+``meta.json`` (or a field of it) is set aside with a warning and the records are read without it
+(no per-parameter names, no histograms); a missing histogram file loses only the histograms.
+
 This module imports no torch: a log can be read where torch is not installed.
 """
 
@@ -36,6 +41,11 @@ FORMAT_VERSION = 1
 META = "meta.json"
 RECORDS = "records.jsonl"
 ROOT_LAYER = "(model)"  # the layer name of parameters that belong to the model itself
+MAX_ROW_VALUES = 1 << 28  # a histogram row spec claiming more values than this is damaged
+
+
+class CockpitLogError(ValueError):
+    """A folder that is not a cockpit log, or one written by a newer activis."""
 
 
 def layer_of(param_name: str) -> str:
@@ -73,6 +83,8 @@ class CockpitLog:
         self.skipped: dict[str, str] = {}  # quantity -> why it could not be computed
         self._files: dict[str, object] = {}
         self._offset = 0  # bytes of records.jsonl already read (reader)
+        self._line = 0  # lines of records.jsonl already read (reader), for warnings
+        self._unreadable: set[str] = set()  # histogram files that could not be opened (warned once)
         self._last_sync = time.monotonic()
         self.writable = self.directory is not None and not _existing
         if self.writable:
@@ -175,19 +187,51 @@ class CockpitLog:
             if end == 0:
                 return False
             self._offset += end
-            for line in data[:end].splitlines():
-                try:
-                    record = json.loads(line)
-                except json.JSONDecodeError:
-                    warnings.warn(f"{path}: skipped a damaged line", stacklevel=2)
-                    continue
-                for name, row in record.get("_rows", {}).items():
-                    self._load_rows(name, row + 1)
-                    if row < len(self._rows[name]):
-                        self._row_steps[name][row] = record["step"]
-                self._merge(record)
+            damaged = []
+            for line in data[:end].split(b"\n")[:-1]:
+                self._line += 1
+                reason = self._read_line(line)
+                if reason:
+                    damaged.append(f"line {self._line} ({reason})")
+        if len(damaged) == 1:
+            number, reason = damaged[0].split(" (", 1)
+            warnings.warn(f"{path}, {number}: skipped ({reason}", stacklevel=2)
+        elif damaged:
+            more = f"; and {len(damaged) - 10} more" if len(damaged) > 10 else ""
+            warnings.warn(f"{path}: skipped {len(damaged)} damaged lines: {'; '.join(damaged[:10])}{more}",
+                          stacklevel=2)
         self._notify()
         return True
+
+    def _read_line(self, line: bytes) -> str | None:
+        """Merge one line of records.jsonl; the reason it was skipped, or None."""
+        try:
+            record = json.loads(line.decode("utf-8"))
+        except UnicodeDecodeError:
+            return "not valid UTF-8"
+        except json.JSONDecodeError as exc:
+            return f"not valid JSON: {exc.msg}"
+        except RecursionError:
+            return "nested too deeply"
+        if not isinstance(record, dict):
+            return "not a JSON object"
+        step = record.get("step")
+        if not isinstance(step, int) or isinstance(step, bool):
+            return "no integer 'step'"
+        rows = record.get("_rows", {})
+        if not isinstance(rows, dict) or not all(isinstance(row, int) and not isinstance(row, bool) and row >= 0
+                                                 for row in rows.values()):
+            return "bad '_rows'"
+        if not isinstance(record.get("_skipped", {}), dict):
+            return "bad '_skipped'"
+        for name, row in rows.items():
+            if name not in self._rows:
+                continue  # a histogram meta.json does not describe (it was damaged): its rows cannot be read
+            self._load_rows(name, row + 1)
+            if row < len(self._rows[name]):
+                self._row_steps[name][row] = step
+        self._merge(record)
+        return None
 
     def _load_rows(self, name: str, upto: int) -> None:
         have = len(self._rows[name])
@@ -196,9 +240,17 @@ class CockpitLog:
         spec = self.meta["arrays"][name]
         dtype = np.dtype(spec["dtype"])
         row_bytes = dtype.itemsize * math.prod(spec["shape"])
-        with open(self.directory / f"{name}.bin", "rb") as f:
-            f.seek(have * row_bytes)
-            data = f.read((upto - have) * row_bytes)
+        path = self.directory / f"{name}.bin"
+        try:
+            with open(path, "rb") as f:
+                f.seek(have * row_bytes)
+                data = f.read((upto - have) * row_bytes)
+        except OSError as exc:
+            if name not in self._unreadable:
+                self._unreadable.add(name)
+                warnings.warn(f"{path} cannot be read ({exc.strerror or exc}); the log is read without "
+                              f"its {name} rows", stacklevel=4)
+            return
         new = np.frombuffer(data[: len(data) // row_bytes * row_bytes], dtype=dtype)
         for row in new.reshape(-1, *spec["shape"]):
             self._rows[name].append(row)
@@ -288,17 +340,94 @@ def _combine(values: list, aggregate: str | None):
 def read_log(path: str | os.PathLike) -> CockpitLog:
     """Open a log folder (it may still be growing: call ``refresh()`` to read new steps)."""
     path = pathlib.Path(path)
-    try:
-        meta = json.loads((path / META).read_text())
-    except FileNotFoundError:
-        raise FileNotFoundError(f"{path} is not a cockpit log (no {META})") from None
-    if meta.get("format") != FORMAT:
-        raise ValueError(f"{path / META} is not a cockpit log (format {meta.get('format')!r})")
-    if meta.get("version", 0) > FORMAT_VERSION:
-        raise ValueError(f"{path} was written by a newer activis (log version {meta['version']})")
+    meta = _read_meta(path)
     log = CockpitLog(meta, path, _existing=True)
     log.refresh()
     return log
+
+
+def _read_meta(path: pathlib.Path) -> dict:
+    """meta.json, checked; a damaged file or field is set aside with a warning (the records still read)."""
+    file = path / META
+    try:
+        raw = file.read_bytes()
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{path} is not a cockpit log (no {META})") from None
+    except IsADirectoryError:
+        raise CockpitLogError(f"{path} is not a cockpit log ({META} is a folder)") from None
+    meta, problems = None, []
+    try:
+        meta = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        problems.append("not valid UTF-8")
+    except json.JSONDecodeError as exc:
+        problems.append(f"not valid JSON: {exc.msg}")
+    except RecursionError:
+        problems.append("nested too deeply")
+    if meta is not None and not isinstance(meta, dict):
+        meta, problems = None, ["not a JSON object"]
+    if meta is None:
+        if not (path / RECORDS).exists():
+            raise CockpitLogError(f"{file} is damaged ({problems[0]}) and there is no {RECORDS}: nothing to read")
+        meta = {"format": FORMAT, "version": FORMAT_VERSION}
+    elif meta.get("format") != FORMAT:
+        raise CockpitLogError(f"{path} is not a cockpit log (format {meta.get('format')!r} in {file}, "
+                              f"expected {FORMAT!r})")
+    else:
+        meta = dict(meta)
+        problems += _check_meta_fields(meta)
+    if meta["version"] > FORMAT_VERSION:
+        raise CockpitLogError(f"{path} was written by a newer activis (log version {meta['version']}; this "
+                              f"activis reads version {FORMAT_VERSION})")
+    if problems:
+        warnings.warn(f"{file} is damaged ({'; '.join(problems)}); the records are read without what it lost "
+                      "(per-parameter names, histograms)", stacklevel=3)
+    return meta
+
+
+def _check_meta_fields(meta: dict) -> list[str]:
+    """Drop (and name) the fields of meta.json a reader cannot use."""
+    problems = []
+    version = meta.get("version", FORMAT_VERSION)
+    if not isinstance(version, int) or isinstance(version, bool):
+        problems.append(f"bad 'version' {version!r}")
+        version = FORMAT_VERSION
+    meta["version"] = version
+    params = meta.get("params", [])
+    if not isinstance(params, list) or not all(isinstance(p, dict) and isinstance(p.get("name"), str)
+                                               for p in params):
+        problems.append("bad 'params'")
+        meta["params"] = []
+    arrays = meta.get("arrays", {})
+    if not isinstance(arrays, dict):
+        problems.append("bad 'arrays'")
+        arrays = {}
+    kept = {name: spec for name, spec in arrays.items() if _valid_array_spec(spec)}
+    if len(kept) != len(arrays):
+        problems.append(f"bad 'arrays' {sorted(set(arrays) - set(kept))}")
+    if "arrays" in meta:
+        meta["arrays"] = kept
+    if not isinstance(meta.get("quantities", {}), dict) or not all(
+            isinstance(spec, dict) for spec in meta.get("quantities", {}).values()):
+        problems.append("bad 'quantities'")
+        meta["quantities"] = {}
+    if not isinstance(meta.get("run", ""), str):
+        problems.append("bad 'run'")
+        meta["run"] = ""
+    return problems
+
+
+def _valid_array_spec(spec) -> bool:
+    if not isinstance(spec, dict) or not isinstance(spec.get("shape"), list) or not spec["shape"]:
+        return False
+    shape = spec["shape"]
+    if not all(isinstance(n, int) and not isinstance(n, bool) and n > 0 for n in shape):
+        return False
+    try:
+        dtype = np.dtype(spec.get("dtype"))
+    except (TypeError, ValueError):
+        return False
+    return dtype.kind in "iufb" and math.prod(shape) <= MAX_ROW_VALUES
 
 
 def load_runs(runs: Iterable | Mapping) -> pd.DataFrame:
