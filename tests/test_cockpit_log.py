@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from activis.cockpit import Cockpit, CockpitLog, load_runs, read_log
+from activis.cockpit import Cockpit, CockpitLog, CockpitLogError, load_runs, read_log
 
 
 def tiny_run(folder, steps=5, quantities="economy", run=None, seed=0):
@@ -133,9 +133,9 @@ def test_runs_side_by_side(tmp_path):
 
 def test_clear_errors(tmp_path):
     tiny_run(tmp_path / "a", steps=1).close()
-    with pytest.raises(FileExistsError, match="already holds a cockpit log"):
+    with pytest.raises(CockpitLogError, match="already holds a cockpit log"):
         tiny_run(tmp_path / "a", steps=1)
-    with pytest.raises(FileNotFoundError, match="not a cockpit log"):
+    with pytest.raises(CockpitLogError, match="not a cockpit log"):
         read_log(tmp_path / "missing")
     log = read_log(tmp_path / "a")
     with pytest.raises(KeyError, match="Unknown layer 'nope'; layers: 0, 2"):
@@ -217,8 +217,6 @@ def test_a_missing_histogram_file_loses_only_the_histograms(tmp_path):
 
 
 def test_not_a_log_at_all_is_a_clear_error(tmp_path):
-    from activis.cockpit import CockpitLogError
-
     (tmp_path / "other").mkdir()
     (tmp_path / "other" / "meta.json").write_text(json.dumps({"format": "someone-else"}))
     with pytest.raises(CockpitLogError, match=r"not a cockpit log \(format 'someone-else'"):

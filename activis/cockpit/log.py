@@ -44,8 +44,13 @@ ROOT_LAYER = "(model)"  # the layer name of parameters that belong to the model 
 MAX_ROW_VALUES = 1 << 28  # a histogram row spec claiming more values than this is damaged
 
 
-class CockpitLogError(ValueError):
-    """A folder that is not a cockpit log, or one written by a newer activis."""
+class CockpitLogError(ValueError, KeyError):
+    """A log that cannot be read or written as asked: not a log, a newer one, an unknown step, layer or array.
+
+    Also a KeyError (an unknown name, as a mapping raises), so code that caught that before still does.
+    """
+
+    __str__ = Exception.__str__  # the message as written, not quoted as KeyError would
 
 
 def layer_of(param_name: str) -> str:
@@ -90,7 +95,7 @@ class CockpitLog:
         if self.writable:
             self.directory.mkdir(parents=True, exist_ok=True)
             if (self.directory / META).exists():
-                raise FileExistsError(f"{self.directory} already holds a cockpit log; log each run "
+                raise CockpitLogError(f"{self.directory} already holds a cockpit log; log each run "
                                       "into a folder of its own")
             _atomic_write(self.directory / META, json.dumps(self.meta, indent=1))
 
@@ -114,7 +119,7 @@ class CockpitLog:
             return list(range(len(self.param_names)))
         found = [i for i, n in enumerate(self.param_names) if layer_of(n) == layer]
         if not found:
-            raise KeyError(f"Unknown layer {layer!r}; layers: {', '.join(self.layers)}")
+            raise CockpitLogError(f"Unknown layer {layer!r}; layers: {', '.join(self.layers)}")
         return found
 
     # ------------------------------------------------------------------ writing
@@ -125,10 +130,13 @@ class CockpitLog:
             if arrays:
                 rows = {}
                 for name, value in arrays.items():
-                    spec = self.meta["arrays"][name]
+                    spec = self.meta.get("arrays", {}).get(name)
+                    if spec is None:
+                        raise CockpitLogError(f"{name!r} is not an array of this log; arrays: "
+                                              f"{', '.join(self.meta.get('arrays', {})) or 'none'}")
                     arr = np.ascontiguousarray(value, dtype=np.dtype(spec["dtype"]))
                     if list(arr.shape) != list(spec["shape"]):
-                        raise ValueError(f"{name}: rows have shape {spec['shape']}, got {list(arr.shape)}")
+                        raise CockpitLogError(f"{name}: rows have shape {spec['shape']}, got {list(arr.shape)}")
                     rows[name] = len(self._rows[name])
                     if self.writable:
                         self._write(f"{name}.bin", arr.tobytes())
@@ -272,6 +280,10 @@ class CockpitLog:
 
     def record(self, step: int) -> dict:
         with self._lock:
+            if step not in self._records:
+                steps = sorted(self._records)
+                shown = f"{steps[0]}..{steps[-1]} ({len(steps)} steps)" if steps else "none yet"
+                raise CockpitLogError(f"Step {step!r} is not in this log; steps: {shown}")
             return dict(self._records[step])
 
     def frame(self) -> pd.DataFrame:
@@ -316,7 +328,7 @@ class CockpitLog:
         """Counts of a histogram quantity summed over steps start..stop (inclusive) and over the
         parameters of ``layer`` (all for None). Returns (counts, number of steps summed)."""
         if name not in self._rows:
-            raise KeyError(f"{name} is not in this log; arrays: {', '.join(self._rows) or 'none'}")
+            raise CockpitLogError(f"{name} is not in this log; arrays: {', '.join(self._rows) or 'none'}")
         idx = self.layer_params(layer)
         shape = self.meta["arrays"][name]["shape"][1:]
         with self._lock:
@@ -352,7 +364,7 @@ def _read_meta(path: pathlib.Path) -> dict:
     try:
         raw = file.read_bytes()
     except FileNotFoundError:
-        raise FileNotFoundError(f"{path} is not a cockpit log (no {META})") from None
+        raise CockpitLogError(f"{path} is not a cockpit log (no {META})") from None
     except IsADirectoryError:
         raise CockpitLogError(f"{path} is not a cockpit log ({META} is a folder)") from None
     meta, problems = None, []
@@ -444,5 +456,5 @@ def load_runs(runs: Iterable | Mapping) -> pd.DataFrame:
         frame.insert(0, "run", name if name is not None else (log.run or str(log.directory)))
         frames.append(frame)
     if not frames:
-        raise ValueError("load_runs needs at least one run")
+        raise CockpitLogError("load_runs needs at least one run (a log folder or a CockpitLog)")
     return pd.concat(frames, ignore_index=True)

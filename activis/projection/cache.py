@@ -11,6 +11,7 @@ import warnings
 
 import numpy as np
 
+from .errors import ProjectionError
 from .params import METHODS
 
 SECTION = "projections"
@@ -93,6 +94,8 @@ def list_projections(store) -> list[dict]:
 
 def clear_projections(store, layer: str | None = None) -> int:
     """Delete cached layouts (of one layer, or all); returns how many were removed."""
+    if layer is not None and layer not in store.layers:
+        raise ProjectionError(f"Layer {layer!r} is not in this store; captured layers: {', '.join(store.layers)}.")
     folder = pathlib.Path(store.section(SECTION))
     removed = 0
     for path in folder.glob("*.json"):

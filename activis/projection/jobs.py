@@ -36,6 +36,13 @@ def _single_threaded_blas():
     return threadpool_limits(limits=1, user_api="blas")
 
 
+def _check_store(store) -> None:
+    missing = [name for name in ("activations", "n_instances", "layers", "section") if not hasattr(store, name)]
+    if missing:
+        raise ProjectionError(f"A projection needs an activation store (activis.open_store(path)), "
+                              f"got {type(store).__name__}.")
+
+
 def instance_rows(instances, n_total: int) -> np.ndarray | None:
     """Validated instance indices (int64, order kept) from indices or a boolean mask; None = all."""
     if instances is None:
@@ -43,16 +50,16 @@ def instance_rows(instances, n_total: int) -> np.ndarray | None:
     arr = np.asarray(instances)
     if arr.dtype == bool:
         if arr.shape != (n_total,):
-            raise ValueError(f"A boolean instances mask must have one entry per instance ({n_total}), "
+            raise ProjectionError(f"A boolean instances mask must have one entry per instance ({n_total}), "
                              f"not shape {arr.shape}.")
         arr = np.flatnonzero(arr)
     if arr.ndim != 1 or (arr.size and not np.issubdtype(arr.dtype, np.integer)):
-        raise ValueError("instances must be a 1-D array of instance indices or a boolean mask.")
+        raise ProjectionError("instances must be a 1-D array of instance indices or a boolean mask.")
     arr = arr.astype(np.int64)
     if arr.size and (arr.min() < 0 or arr.max() >= n_total):
-        raise IndexError(f"instances must lie in [0, {n_total}); got {arr.min()}..{arr.max()}.")
+        raise ProjectionError(f"instances must lie in [0, {n_total}); got {arr.min()}..{arr.max()}.")
     if len(np.unique(arr)) != len(arr):
-        raise ValueError("instances contains repeated indices; each instance can be placed once.")
+        raise ProjectionError("instances contains repeated indices; each instance can be placed once.")
     return arr
 
 
@@ -67,6 +74,7 @@ class ProjectionJob:
     """
 
     def __init__(self, store, layer: str, method: str = "umap", *, instances=None, **params):
+        _check_store(store)
         self.store = store
         self.layer = layer
         self.method = method
@@ -320,6 +328,7 @@ class Projector:
     """
 
     def __init__(self, store):
+        _check_store(store)
         self.store = store
         self._current: ProjectionJob | None = None
         self._lock = threading.Lock()

@@ -20,49 +20,58 @@ _DEFAULTS = {
 def _resolve_params(method: str, params: dict, n: int) -> dict:
     """Fill defaults and validate, so that equal requests get equal cache keys."""
     if method not in METHODS:
-        raise ValueError(f"Unknown projection method {method!r}; choose one of {', '.join(METHODS)}.")
+        raise ProjectionError(f"Unknown projection method {method!r}; choose one of {', '.join(METHODS)}.")
     defaults = _DEFAULTS[method]
     unknown = sorted(set(params) - set(defaults))
     if unknown:
         valid = ", ".join(defaults) or "none"
-        raise TypeError(f"Unknown parameter(s) {', '.join(unknown)} for {method}; valid: {valid}.")
+        raise ProjectionError(f"Unknown parameter(s) {', '.join(unknown)} for {method}; valid: {valid}.")
     p = {**defaults, **params}
     if method == "pca":
         return p
+    try:
+        return _checked(method, p, n)
+    except (TypeError, ValueError) as exc:
+        if isinstance(exc, ProjectionError):
+            raise
+        raise ProjectionError(f"Bad {method} parameter ({exc}); parameters and defaults: {defaults}.") from None
+
+
+def _checked(method: str, p: dict, n: int) -> dict:
     if n < 4:
         raise ProjectionError(f"{method.upper()} needs at least 4 instances; this set has {n}.")
     p["pca_dims"] = int(p["pca_dims"])
     p["random_state"] = int(p["random_state"])
     if p["pca_dims"] < 2:
-        raise ValueError(f"pca_dims must be at least 2, not {p['pca_dims']}.")
+        raise ProjectionError(f"pca_dims must be at least 2, not {p['pca_dims']}.")
     if method == "umap":
         k = int(p["n_neighbors"])
         if k < 2:
-            raise ValueError(f"n_neighbors must be at least 2, not {k}.")
+            raise ProjectionError(f"n_neighbors must be at least 2, not {k}.")
         if k >= n:
             warnings.warn(f"n_neighbors={k} is not less than the {n} instances; using {n - 1}.", stacklevel=3)
             k = n - 1
         p["n_neighbors"] = k
         p["min_dist"], p["spread"] = float(p["min_dist"]), float(p["spread"])
         if not 0 <= p["min_dist"] <= p["spread"]:
-            raise ValueError(f"min_dist must lie in [0, spread={p['spread']}], not {p['min_dist']}.")
+            raise ProjectionError(f"min_dist must lie in [0, spread={p['spread']}], not {p['min_dist']}.")
         if p["n_epochs"] is None:
             p["n_epochs"] = _default_epochs(n)
         p["n_epochs"] = int(p["n_epochs"])
         if p["n_epochs"] < 1:
-            raise ValueError(f"n_epochs must be positive, not {p['n_epochs']}.")
+            raise ProjectionError(f"n_epochs must be positive, not {p['n_epochs']}.")
     else:
         p["perplexity"] = float(p["perplexity"])
         p["max_iter"] = int(p["max_iter"])
         p["early_exaggeration"] = float(p["early_exaggeration"])
         if p["perplexity"] <= 0:
-            raise ValueError(f"perplexity must be positive, not {p['perplexity']}.")
+            raise ProjectionError(f"perplexity must be positive, not {p['perplexity']}.")
         if p["perplexity"] >= n:
             warnings.warn(f"perplexity={p['perplexity']} is not less than the {n} instances; "
                           f"using {(n - 1) / 3:.1f}.", stacklevel=3)
             p["perplexity"] = (n - 1) / 3
         if p["max_iter"] < 250:
-            raise ValueError(f"max_iter must be at least 250 for t-SNE, not {p['max_iter']}.")
+            raise ProjectionError(f"max_iter must be at least 250 for t-SNE, not {p['max_iter']}.")
     return p
 
 

@@ -10,6 +10,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from .errors import SubsetError
+
 STATS = ("mean", "active", "std")
 DEFAULT_CHUNK_BYTES = 64 << 20
 # when the requested subsets together hold at most this fraction of the store, their rows are
@@ -44,7 +46,7 @@ class Aggregate:
         value = getattr(self, stat, None) if stat in STATS else None
         if value is None:
             done = [s for s in STATS if getattr(self, s) is not None]
-            raise KeyError(f"Statistic {stat!r} was not computed; this aggregate has {', '.join(done)}.")
+            raise SubsetError(f"Statistic {stat!r} was not computed; this aggregate has {', '.join(done)}.")
         return value
 
     @property
@@ -188,7 +190,7 @@ def aggregate_masks(activations: np.ndarray, masks: np.ndarray, *, stats: Sequen
     masks = np.asarray(masks, dtype=bool)
     n, n_neurons = activations.shape
     if masks.ndim != 2 or masks.shape[1] != n:
-        raise ValueError(f"masks must be K x {n} booleans, got shape {masks.shape}")
+        raise SubsetError(f"masks must be K x {n} booleans, got shape {masks.shape}")
     moments = any(s != "mean" for s in stats)
     shift = np.asarray(activations[:SHIFT_ROWS], dtype=np.float64).mean(axis=0) if n else np.zeros(n_neurons)
     acc = _Accumulator(len(masks), np.nan_to_num(shift), moments)
@@ -264,7 +266,7 @@ def _check_stats(stats) -> tuple[str, ...]:
     stats = (stats,) if isinstance(stats, str) else tuple(stats)
     bad = [s for s in stats if s not in STATS]
     if bad or not stats:
-        raise ValueError(f"Unknown statistic(s) {bad}; choose from {', '.join(STATS)}.")
+        raise SubsetError(f"Unknown statistic(s) {bad}; choose from {', '.join(STATS)}.")
     return stats
 
 

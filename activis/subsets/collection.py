@@ -143,8 +143,8 @@ class Subsets:
         except (KeyError, TypeError):
             close = difflib.get_close_matches(str(name), self.names, n=3)
             hint = f" Did you mean {' or '.join(map(repr, close))}?" if close else ""
-            raise KeyError(f"No subset named {name!r}.{hint} Subsets: {', '.join(map(repr, self.names)) or 'none'}.")\
-                from None
+            names = ", ".join(map(repr, self.names)) or "none"
+            raise SubsetError(f"No subset named {name!r}.{hint} Subsets: {names}.") from None
 
     def __repr__(self) -> str:
         return f"<Subsets of {self.store.path}: {len(self)} subsets>"
@@ -267,7 +267,7 @@ class Subsets:
             return item
         if isinstance(item, str):
             return self[item]
-        raise TypeError(f"Expected a subset name or a Subset, got {type(item).__name__}.")
+        raise SubsetError(f"Expected a subset name or a Subset, got {type(item).__name__}.")
 
     def mask(self, item: str | Subset) -> np.ndarray:
         """True for the instances in the subset (read-only; cached per definition and store state)."""

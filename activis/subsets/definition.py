@@ -142,7 +142,7 @@ def _coerce(value) -> Subset:
         return value
     if isinstance(value, str):
         return Subset.query(value)
-    raise TypeError(f"Cannot combine a Subset with {type(value).__name__}; use a Subset or a query string.")
+    raise SubsetError(f"Cannot combine a Subset with {type(value).__name__}; use a Subset or a query string.")
 
 
 def _strip_names(definition: dict) -> dict:

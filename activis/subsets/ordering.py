@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .errors import SubsetError
+
 # optimal leaf ordering costs ~O(n^3); above this many neurons the plain dendrogram order is used
 LEAF_ORDERING_LIMIT = 768
 # above this many neurons, hierarchical clustering (quadratic memory) runs on k-means centroids
@@ -35,7 +37,7 @@ def cluster_neurons(values: np.ndarray, *, metric: str = "euclidean", method: st
     """
     values = np.asarray(values, dtype=np.float64)
     if values.ndim != 2:
-        raise ValueError(f"values must be rows x neurons, got shape {values.shape}")
+        raise SubsetError(f"values must be rows x neurons, got shape {values.shape}")
     profiles = values[~np.isnan(values).all(axis=1)].T  # neurons x rows
     n = profiles.shape[0]
     if n < 3 or profiles.shape[1] == 0:

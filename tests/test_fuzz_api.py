@@ -1,0 +1,372 @@
+"""Bad calls across the public API, as a user would make them: each must give a clear activis error.
+
+A case passes when the call raises an error class defined by activis (never a bare TypeError from
+deep inside pandas or torch), whose message matches the case's pattern (the problem and, where
+there is a choice, the valid choices), and when it lost and changed nothing: every file of the
+workspace (store, saved subsets, cockpit log) is byte for byte as before, and a store opened
+before the call still reads the same. pytest-timeout bounds each case, so a hang fails it.
+
+Known defects in files another change owns are marked ``xfail(strict=True)`` with the category
+(``unclear``: right refusal, unclear class or message; ``wrong``: no refusal or wrong data), so the
+mark must go when they are fixed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import shutil
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from torch import nn
+
+import activis
+from activis.cockpit import CockpitLog, read_log
+from activis.store import LayerSpec, open_store, write_store
+from activis.subsets import Subset, Subsets
+
+pytestmark = pytest.mark.timeout(60)
+N, CLASSES = 120, ["cat", "dog", "bird"]
+
+
+# ------------------------------------------------------------------ the workspace each case runs in
+def _model():
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3)).eval()
+
+
+def _capture_function():
+    """``activis.capture`` the function, however the package spells it."""
+    value = activis.capture
+    return value if callable(value) else value.capture
+
+
+@pytest.fixture(scope="module")
+def pristine(tmp_path_factory):
+    root = tmp_path_factory.mktemp("fuzz")
+    rng = np.random.default_rng(0)
+    meta = pd.DataFrame({"age": rng.integers(0, 90, N), "topic": rng.choice(["news", "arts"], N)})
+    write_store(root / "store", {"fc": rng.standard_normal((N, 8)).astype(np.float32),
+                                 "relu": np.maximum(rng.standard_normal((N, 8)), 0).astype(np.float32)},
+                labels=rng.integers(0, 3, N), outputs=rng.standard_normal((N, 3)).astype(np.float32),
+                class_names=CLASSES, metadata=meta,
+                layer_specs={"fc": LayerSpec(8, "float32"), "relu": LayerSpec(8, "float32")})
+    subsets = Subsets(open_store(root / "store"))
+    subsets.add("old", "age > 60")
+    subsets.by_class()  # the rows views create by default: opening a view writes nothing
+    log = CockpitLog({"run": "r", "params": [{"name": "0.weight", "shape": [2, 2]}],
+                      "quantities": {"Loss": {}}, "arrays": {}}, root / "log")
+    for step in range(3):
+        log.append(step, {"Loss": 1.0 / (step + 1)})
+    log.close()
+    return root
+
+
+class Workspace:
+    def __init__(self, root):
+        self.root = root
+        self.store_path, self.log_path, self.new = root / "store", root / "log", root / "new"
+        self.store = open_store(self.store_path)
+        self.subsets = Subsets(self.store)
+        self.model = _model()
+        self.x = torch.randn(16, 4, generator=torch.Generator().manual_seed(1))
+        self.y = torch.randint(0, 3, (16,), generator=torch.Generator().manual_seed(2))
+        self.capture = _capture_function()
+        self.log = read_log(self.log_path)
+
+    @property
+    def graph(self):
+        return activis.extract_graph(self.model, self.x[:2])
+
+
+def _files(root) -> dict[str, str]:
+    return {str(p.relative_to(root)): hashlib.sha1(p.read_bytes()).hexdigest()
+            for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def _reading(store) -> tuple:
+    return (store.instances.to_json(), hashlib.sha1(np.asarray(store.activations("fc")).tobytes()).hexdigest(),
+            store.n_instances, list(store.layers))
+
+
+# ------------------------------------------------------------------ the cases
+GRAPH = [
+    ("graph-not-a-model", lambda w: activis.extract_graph("model", w.x), r"nn\.Module|torch\.nn\.Module"),
+    ("graph-input-none", lambda w: activis.extract_graph(w.model, None), r"input|example"),
+    ("graph-wrong-width", lambda w: activis.extract_graph(w.model, torch.randn(2, 5)), r"2x5 and 4x8|shape"),
+    ("graph-long-input", lambda w: activis.extract_graph(w.model, torch.zeros(2, 4, dtype=torch.long)),
+     r"dtype|Long|Float"),
+    ("graph-text-input", lambda w: activis.extract_graph(w.model, "hello"), r"input|tensor"),
+    ("graph-leaf-not-type", lambda w: activis.extract_graph(w.model, w.x, tracer_leaf_modules=[3]),
+     r"tracer_leaf_modules|module class"),
+    ("graph-node-unknown", lambda w: w.graph.node("nope"), r"nope.*(layers|nodes|Did you mean)"),
+    ("graph-resolve-unknown", lambda w: w.graph.resolve_layer("fc9"), r"fc9"),
+    ("graph-from-json-garbage", lambda w: activis.ComputationGraph.from_json("{not json"), r"JSON|graph"),
+    ("graph-from-dict-empty", lambda w: activis.ComputationGraph.from_dict({}), r"nodes|graph"),
+]
+
+CAPTURE = [
+    ("capture-not-a-model", lambda w: w.capture("model", w.x, w.new), r"nn\.Module"),
+    ("capture-unknown-layer", lambda w: w.capture(w.model, (w.x, w.y), w.new, layers=["nope"]),
+     r"Unknown layer 'nope'.*valid layer names"),
+    ("capture-bad-dtype", lambda w: w.capture(w.model, (w.x, w.y), w.new, dtype="int8"), r"float16.*float32"),
+    ("capture-bad-channel-reduction", lambda w: w.capture(w.model, (w.x, w.y), w.new, channel_reduction="median"),
+     r"channel_reduction must be one of 'mean', 'max', not 'median'"),
+    ("capture-bad-sequence-reduction", lambda w: w.capture(w.model, (w.x, w.y), w.new, sequence_reduction="middle"),
+     r"one of 'mean', 'max', 'first', 'last', not 'middle'"),
+    ("capture-bad-output-kind", lambda w: w.capture(w.model, (w.x, w.y), w.new, output_kind="scores"),
+     r"output_kind must be one of 'auto', 'logits'.*not 'scores'"),
+    ("capture-labels-too-few", lambda w: w.capture(w.model, w.x, w.new, labels=[0, 1]), r"labels.*16|16.*labels"),
+    ("capture-labels-unknown-name", lambda w: w.capture(w.model, w.x, w.new, labels=["cow"] * 16,
+                                                       class_names=CLASSES), r"cow"),
+    ("capture-wrong-width", lambda w: w.capture(w.model, (torch.randn(16, 5), w.y), w.new), r"5|shape"),
+    ("capture-onto-existing-store", lambda w: w.capture(w.model, (w.x, w.y), w.store_path),
+     r"exists|overwrite"),
+    ("capture-bad-batch-size", lambda w: w.capture(w.model, (w.x, w.y), w.new, batch_size=0), r"batch_size"),
+    ("capture-bad-batch-size-type", lambda w: w.capture(w.model, (w.x, w.y), w.new, batch_size="big"),
+     r"batch_size"),
+    ("capture-metadata-wrong-length", lambda w: w.capture(w.model, (w.x, w.y), w.new,
+                                                         metadata=pd.DataFrame({"a": range(3)})), r"metadata"),
+    ("capture-data-none", lambda w: w.capture(w.model, None, w.new), r"data"),
+    ("capture-bad-reduce-layer", lambda w: w.capture(w.model, (w.x, w.y), w.new, reduce={"nope": "mean"}),
+     r"nope"),
+    ("capture-bad-layout", lambda w: w.capture(w.model, (w.x, w.y), w.new, layout={"0": "diagonal"}),
+     r"one of 'channels', 'sequence', not 'diagonal'"),
+    ("capture-resume-and-overwrite", lambda w: w.capture(w.model, (w.x, w.y), w.store_path, resume=True,
+                                                        overwrite=True), r"resume.*overwrite"),
+]
+
+STORE = [
+    ("store-missing", lambda w: open_store(w.root / "absent"), r"absent"),
+    ("store-not-a-store", lambda w: open_store(w.log_path), r"not an activis store|manifest"),
+    ("store-unknown-layer", lambda w: w.store.activations("fc9"), r"fc9.*(fc|relu)"),
+    ("store-layer-spec-unknown", lambda w: w.store.layer_spec("nope"), r"nope.*(fc|relu)"),
+    ("store-column-unknown", lambda w: w.store.column("nope"), r"nope.*(age|label)"),
+    ("store-section-bad-name", lambda w: w.store.section("../escape"), r"section"),
+    ("write-store-mismatched-rows", lambda w: write_store(w.new, {"fc": np.zeros((5, 2), np.float32)},
+                                                        labels=[0] * 4, outputs=np.zeros((5, 3), np.float32)),
+     r"labels.*5|5.*labels|4"),
+    ("write-store-bad-outputs", lambda w: write_store(w.new, {"fc": np.zeros((5, 2), np.float32)},
+                                                     labels=[0] * 5, outputs=np.zeros((4, 3), np.float32)),
+     r"outputs"),
+    ("write-store-over-existing", lambda w: write_store(w.store_path, {"fc": np.zeros((5, 2), np.float32)},
+                                                       labels=[0] * 5, outputs=np.zeros((5, 3), np.float32)),
+     r"exists|overwrite"),
+    ("write-store-3d-layer", lambda w: write_store(w.new, {"fc": np.zeros((5, 2, 2), np.float32)},
+                                                  labels=[0] * 5, outputs=np.zeros((5, 3), np.float32)),
+     r"fc.*(2-D|instances x neurons|shape|dimension)"),
+    ("write-store-class-names-short", lambda w: write_store(w.new, {"fc": np.zeros((5, 2), np.float32)},
+                                                           labels=[0] * 5, outputs=np.zeros((5, 3), np.float32),
+                                                           class_names=["a"]), r"class_names|classes"),
+    ("layer-spec-bad-dtype", lambda w: LayerSpec(4, "int7"), r"int7|dtype"),
+    ("layer-spec-negative", lambda w: LayerSpec(-1), r"neurons"),
+]
+
+SUBSETS = [
+    ("subset-unknown-column", lambda w: w.subsets.add("x", "agee > 3"), r"Unknown column 'agee'.*Did you mean"),
+    ("subset-syntax", lambda w: w.subsets.add("x", "age >"), r"Cannot parse"),
+    ("subset-import", lambda w: w.subsets.add("x", "__import__('os').system('true')"), r"not available|allowed"),
+    ("subset-attribute", lambda w: w.subsets.add("x", "age.__class__ == 1"), r"not allowed"),
+    ("subset-subscript", lambda w: w.subsets.add("x", "age[0] > 1"), r"Subscript is not allowed"),
+    ("subset-lambda", lambda w: w.subsets.add("x", "(lambda: 1)() == 1"), r"not allowed|Only named"),
+    ("subset-method", lambda w: w.subsets.add("x", "age.apply(print) == 1"), r"apply.*available: abs"),
+    ("subset-str-repeat", lambda w: w.subsets.add("x", "topic.str.repeat(3) == 'a'"), r"repeat.*\.str\.\{"),
+    ("subset-str-pad", lambda w: w.subsets.add("x", "topic.str.pad(9) == 'a'"), r"pad.*available"),
+    ("subset-open", lambda w: w.subsets.add("x", "open('x') == 1"), r"Function 'open'.*available"),
+    ("subset-power-tower", lambda w: w.subsets.add("x", "age > ((9 ** 64) ** 64) ** 64"), r"too large"),
+    ("subset-repeat-text", lambda w: w.subsets.add("x", "topic == 'a' * 10 ** 9"), r"Repeating text"),
+    ("subset-long-or", lambda w: w.subsets.add("x", " or ".join(f"age == {i}" for i in range(20_000))),
+     r"too long"),
+    ("subset-deep-not", lambda w: w.subsets.add("x", "not " * 20_000 + "age > 1"), r"nested too deeply"),
+    ("subset-number-vs-text", lambda w: w.subsets.add("x", "age == 'old'"), r"numbers with text"),
+    ("subset-text-vs-number", lambda w: w.subsets.add("x", "topic > 3"), r"numbers with text"),
+    ("subset-redos", lambda w: w.subsets.add("x", "topic.str.contains('(a+)+$')"), r"repeated group"),
+    ("subset-backref", lambda w: w.subsets.add("x", "topic.str.contains('(.)\\\\1')"), r"back-references"),
+    ("subset-bad-regex", lambda w: w.subsets.add("x", "topic.str.contains('[')"), r"not a regular expression"),
+    ("subset-not-condition", lambda w: w.subsets.add("x", "age"), r"not a condition"),
+    ("subset-empty", lambda w: w.subsets.add("x", ""), r"non-empty string"),
+    ("subset-name-empty", lambda w: w.subsets.add("", "age > 1"), r"name must be a non-empty string"),
+    ("subset-two-kinds", lambda w: w.subsets.add("x", "age > 1", indices=[1]), r"exactly one of"),
+    ("subset-indices-range", lambda w: w.subsets.add("x", indices=[0, N + 5]), rf"out of range.*{N}"),
+    ("subset-indices-float", lambda w: w.subsets.add("x", indices=[0.5]), r"integers"),
+    ("subset-indices-bool", lambda w: w.subsets.add("x", indices=[True, False]), r"mask="),
+    ("subset-mask-short", lambda w: w.subsets.add("x", mask=np.ones(3, bool)), rf"{N} True/False"),
+    ("subset-where-not-callable", lambda w: w.subsets.add("x", where=3), r"where= must be a function"),
+    ("subset-class-unknown", lambda w: w.subsets.add("x", "score('cow') > 0.5"), r"Unknown class 'cow'.*'cat'"),
+    ("subset-class-range", lambda w: w.subsets.add("x", "score(7) > 0.5"), r"out of range.*3 classes"),
+    ("subset-confusion-unknown", lambda w: w.subsets.confusion("cow", "dog"), r"Unknown class 'cow'"),
+    ("subset-by-score-nothing", lambda w: w.subsets.by_score("x"), r"low=, high="),
+    ("subset-definition-kind", lambda w: Subset({"kind": "magic"}), r"expected query, indices, and, or, not"),
+    ("subset-combine-number", lambda w: Subset.query("age > 1") & 3, r"Subset or a query string"),
+    ("subset-aggregate-bad-stat", lambda w: w.subsets.aggregate("fc", stats=["median"]),
+     r"median.*mean, active, std"),
+    ("subset-aggregate-unknown-layer", lambda w: w.subsets.aggregate("fc9"), r"fc9.*(fc|relu)"),
+    ("subset-remove-unknown", lambda w: w.subsets.remove("olf"), r"No subset named 'olf'.*Did you mean 'old'"),
+    ("subset-mask-type", lambda w: w.subsets.mask(3), r"subset name or a Subset"),
+]
+
+PROJECTION = [
+    ("projection-unknown-method", lambda w: activis.project(w.store, "fc", "mds"), r"mds.*pca, umap, tsne"),
+    ("projection-unknown-layer", lambda w: activis.project(w.store, "fc9", "pca"), r"fc9.*(fc|relu)"),
+    ("projection-unknown-param", lambda w: activis.project(w.store, "fc", "umap", n_neighbours=5),
+     r"n_neighbours.*n_neighbors"),
+    ("projection-bad-neighbors", lambda w: activis.project(w.store, "fc", "umap", n_neighbors=0),
+     r"n_neighbors"),
+    ("projection-bad-min-dist", lambda w: activis.project(w.store, "fc", "umap", min_dist=-1), r"min_dist"),
+    ("projection-bad-perplexity", lambda w: activis.project(w.store, "fc", "tsne", perplexity=-3),
+     r"perplexity"),
+    ("projection-instances-range", lambda w: activis.project(w.store, "fc", "pca", instances=[0, N + 1]),
+     r"range|instances"),
+    ("projection-instances-few", lambda w: activis.project(w.store, "fc", "umap", instances=[0, 1]),
+     r"at least 4 instances"),
+    ("projection-instances-float", lambda w: activis.project(w.store, "fc", "pca", instances=[0.5, 1.5]),
+     r"integer|instances"),
+    ("projection-bad-epochs", lambda w: activis.project(w.store, "fc", "umap", n_epochs=-5), r"n_epochs"),
+    ("projection-params-type", lambda w: activis.project(w.store, "fc", "umap", n_neighbors="many"),
+     r"n_neighbors"),
+    ("projector-not-a-store", lambda w: activis.Projector("store").request("fc", "pca"), r"store"),
+    ("clear-projections-unknown-layer", lambda w: activis.clear_projections(w.store, "fc9"), r"fc9"),
+]
+
+COCKPIT = [
+    ("cockpit-not-a-model", lambda w: activis.Cockpit("model"), r"nn\.Module"),
+    ("cockpit-unknown-configuration", lambda w: activis.Cockpit(w.model, "first"),
+     r"first.*(economy|business|full)"),
+    ("cockpit-unknown-quantity", lambda w: activis.Cockpit(w.model, ["Lossy"]), r"Lossy.*Loss"),
+    ("cockpit-configuration-unknown", lambda w: activis.configuration("first"), r"first.*economy"),
+    ("cockpit-bad-hessian-method", lambda w: activis.Cockpit(w.model, hessian_diagonal="exact"),
+     r"exact.*(auto|ggn|full|hutchinson)"),
+    ("cockpit-log-dir-taken", lambda w: activis.Cockpit(w.model, log_dir=w.log_path), r"already holds a cockpit log"),
+    ("cockpit-no-loss", lambda w: _enter_cockpit(w, loss=None, individual_losses=None), r"loss=.*individual_losses="),
+    ("cockpit-2d-losses", lambda w: _enter_cockpit(w, individual_losses=torch.zeros(2, 2)), r"1-D tensor"),
+    ("cockpit-not-the-mean", lambda w: _enter_cockpit(w, loss=torch.tensor(5.0), individual_losses=torch.ones(4)),
+     r"not the mean"),
+    ("cockpit-loss-not-scalar", lambda w: _enter_cockpit(w, loss=torch.ones(3)), r"scalar"),
+    ("cockpit-metric-is-quantity", lambda w: _cockpit(w).log_metrics(0, Loss=1.0), r"quantity names"),
+]
+
+LOG = [
+    ("log-missing", lambda w: read_log(w.root / "absent"), r"not a cockpit log \(no meta.json\)"),
+    ("log-store-is-not-a-log", lambda w: read_log(w.store_path), r"not a cockpit log"),
+    ("log-histogram-unknown", lambda w: w.log.histogram("GradHist9"), r"GradHist9.*not in this log"),
+    ("log-layer-unknown", lambda w: w.log.layer_params("nope"), r"Unknown layer 'nope'; layers: 0"),
+    ("log-record-unknown-step", lambda w: w.log.record(99), r"99.*steps"),
+    ("log-load-runs-empty", lambda w: activis.load_runs([]), r"at least one run"),
+    ("log-load-runs-missing", lambda w: activis.load_runs([w.root / "absent"]), r"not a cockpit log"),
+    ("log-append-bad-row", lambda w: CockpitLog({"arrays": {"h": {"dtype": "<i8", "shape": [2]}}})
+     .append(0, {}, {"h": np.zeros(3)}), r"rows have shape \[2\]"),
+    ("log-append-unknown-array", lambda w: CockpitLog({"arrays": {}}).append(0, {}, {"h": np.zeros(3)}),
+     r"'h'.*arrays|no array"),
+    ("log-write-over-existing", lambda w: CockpitLog({"run": "x"}, w.log_path), r"already holds a cockpit log"),
+]
+
+WIDGETS = [
+    ("matrix-unknown-layer", lambda w: activis.ActivationMatrix(w.store, "fc9"), r"fc9.*(fc|relu)"),
+    ("matrix-unknown-subset", lambda w: activis.ActivationMatrix(w.store, "fc").add_subset("nope"),
+     r"nope"),
+    ("matrix-bad-instance", lambda w: activis.ActivationMatrix(w.store, "fc").add_instance(N + 3),
+     rf"range.*{N}"),
+    ("matrix-bad-statistic", lambda w: setattr(activis.ActivationMatrix(w.store, "fc"), "statistic", "median"),
+     r"median.*(mean|active|std)"),
+    ("matrix-sort-unknown-row", lambda w: activis.ActivationMatrix(w.store, "fc").sort_by("nope"), r"nope"),
+    ("matrix-remove-unknown-row", lambda w: activis.ActivationMatrix(w.store, "fc").remove_row("nope"), r"nope"),
+    ("projection-view-unknown-layer", lambda w: activis.ProjectionView(w.store, "fc9", "pca"), r"fc9"),
+    ("projection-view-bad-method", lambda w: activis.ProjectionView(w.store, "fc", "mds"), r"mds.*pca"),
+    ("projection-view-bad-color", lambda w: activis.ProjectionView(w.store, "fc", "pca", color_by="mood"),
+     r"mood.*label"),
+    ("projection-view-bad-neuron", lambda w: activis.ProjectionView(w.store, "fc", "pca", color_by="neuron",
+                                                                    neuron=99), r"99.*(neurons|0\.\.7)"),
+    ("instance-panel-bad-pin", lambda w: activis.InstancePanel(w.store).pin(N + 1), rf"range.*{N}"),
+    ("instance-panel-bad-sort", lambda w: activis.InstancePanel(w.store).sort_by_neuron("fc", 99), r"99"),
+    ("instance-panel-bad-layer", lambda w: activis.InstancePanel(w.store).sort_by_neuron("fc9", 0), r"fc9"),
+    ("instance-panel-sort-length", lambda w: activis.InstancePanel(w.store).sort_by(np.zeros(3)), rf"{N}"),
+    ("subset-panel-not-subsets", lambda w: activis.SubsetPanel(w.store), r"Subsets"),
+    ("subset-panel-unknown-active", lambda w: setattr(activis.SubsetPanel(w.subsets), "active", "nope"),
+     r"nope.*old"),
+    ("graph-view-not-a-graph", lambda w: activis.GraphView("graph"), r"ComputationGraph"),
+    ("explorer-unknown-layer", lambda w: activis.Explorer(w.store, layer="fc9", method="pca"), r"fc9.*(fc|relu)"),
+    ("explorer-bad-method", lambda w: activis.Explorer(w.store, method="mds"), r"mds.*pca"),
+    ("explorer-not-a-store", lambda w: activis.Explorer("store"), r"store"),
+    ("cockpit-panel-not-a-log", lambda w: activis.CockpitPanel(w.store_path), r"not a cockpit log"),
+    ("cockpit-panel-bad-source", lambda w: activis.CockpitPanel(3), r"Cockpit|CockpitLog|folder"),
+    ("selection-bad-brush", lambda w: activis.Selection().set_brush([[1, 2]], "projection"), r"indices|1-D"),
+    ("selection-bad-pin", lambda w: activis.Selection().pin("three"), r"three|integer|index"),
+    ("explain-unknown-layer", lambda w: activis.explain_instance(w.store, 0, "fc9"), r"fc9.*(fc|relu)"),
+    ("explain-bad-index", lambda w: activis.explain_instance(w.store, N + 9), rf"range|{N}"),
+    ("confusion-pairs-bad-top", lambda w: activis.confusion_pairs(w.store, top=-1), r"top"),
+    ("sample-instances-bad-max", lambda w: activis.sample_instances(w.store, 0), r"max_instances"),
+]
+
+
+def _cockpit(w):
+    return activis.Cockpit(w.model, "economy")
+
+
+def _enter_cockpit(w, **kwargs):
+    with _cockpit(w)(0, **kwargs):
+        pass
+
+
+# defects left in files another change owns (api: graph, capture, store; kit: the views; the Cockpit's own
+# checks): a strict xfail each, so a fix makes it XPASS and the mark has to go
+_BUILTIN = "a builtin error class (the message is clear)"
+KNOWN = {
+    **{name: ("wrong", "a raw error from torch.fx / inside activis that does not name the problem (#12 item 11)")
+       for name in ("graph-input-none", "graph-wrong-width", "graph-long-input", "graph-text-input",
+                    "capture-wrong-width")},
+    **{name: ("wrong", "an AttributeError from inside activis: the argument's type is not checked")
+       for name in ("graph-not-a-model", "capture-not-a-model", "subset-panel-not-subsets", "graph-view-not-a-graph",
+                    "explorer-not-a-store")},
+    "graph-from-json-garbage": ("wrong", "a raw json.JSONDecodeError"),
+    "selection-bad-pin": ("wrong", "a raw int() ValueError that does not say which argument"),
+    "graph-node-unknown": ("unclear", "a bare KeyError('nope') that lists no nodes"),
+    **{name: ("wrong", "accepted without a word") for name in (
+        "graph-leaf-not-type", "layer-spec-bad-dtype", "layer-spec-negative", "subset-panel-unknown-active",
+        "selection-bad-brush", "confusion-pairs-bad-top")},
+    "write-store-mismatched-rows": ("unclear", "a builtin ValueError about 'batch of 5 rows', not the 4 labels"),
+    **{name: ("unclear", _BUILTIN) for name in (
+        "graph-from-dict-empty", "capture-onto-existing-store", "store-unknown-layer", "store-layer-spec-unknown",
+        "store-column-unknown", "store-section-bad-name", "write-store-over-existing", "write-store-3d-layer",
+        "write-store-class-names-short", "write-store-bad-outputs", "cockpit-unknown-quantity",
+        "subset-aggregate-unknown-layer", "projection-unknown-layer",
+        "cockpit-not-a-model", "cockpit-unknown-configuration", "cockpit-configuration-unknown",
+        "cockpit-bad-hessian-method", "cockpit-no-loss", "cockpit-2d-losses", "cockpit-not-the-mean",
+        "cockpit-loss-not-scalar", "cockpit-metric-is-quantity", "matrix-unknown-layer", "matrix-bad-instance",
+        "matrix-bad-statistic", "matrix-sort-unknown-row", "matrix-remove-unknown-row", "projection-view-unknown-layer",
+        "projection-view-bad-color", "projection-view-bad-neuron", "instance-panel-bad-pin", "instance-panel-bad-sort",
+        "instance-panel-bad-layer", "instance-panel-sort-length", "explorer-unknown-layer", "cockpit-panel-bad-source",
+        "explain-bad-index", "sample-instances-bad-max")},
+}
+CASES = GRAPH + CAPTURE + STORE + SUBSETS + PROJECTION + COCKPIT + LOG + WIDGETS
+PARAMS = [pytest.param(*case, id=case[0], marks=[pytest.mark.xfail(strict=True, reason=": ".join(KNOWN[case[0]]))]
+                       if case[0] in KNOWN else []) for case in CASES]
+
+
+def test_there_are_at_least_100_cases_across_the_api():
+    names = [case[0] for case in CASES]
+    assert len(names) >= 100 and len(set(names)) == len(names) and set(KNOWN) <= set(names)
+    assert {case[0].split("-")[0] for case in CASES} >= {"graph", "capture", "store", "subset", "projection",
+                                                         "cockpit", "log", "matrix", "explorer"}
+
+
+@pytest.mark.parametrize("name, call, message", PARAMS)
+def test_a_bad_call_gives_a_clear_activis_error_and_changes_nothing(pristine, tmp_path, name, call, message):
+    root = tmp_path / "ws"
+    shutil.copytree(pristine, root)
+    before = _files(root)
+    workspace = Workspace(root)
+    reading = _reading(workspace.store)
+    with pytest.raises(Exception) as caught:  # noqa: PT011 - the class is checked below, with a reason
+        call(workspace)
+    error = caught.value
+    assert type(error).__module__.startswith("activis"), \
+        f"{name}: {type(error).__module__}.{type(error).__name__} is not an activis error: {error}"
+    assert re.search(message, str(error), re.IGNORECASE | re.DOTALL), \
+        f"{name}: the message does not say {message!r}: {error}"
+    assert _files(root) == before, f"{name}: files changed"
+    assert _reading(workspace.store) == reading and _reading(open_store(root / "store")) == reading
+    assert json.loads((root / "store" / "subsets" / "subsets.json").read_text())["subsets"][0]["name"] == "old"
