@@ -182,7 +182,9 @@ function layout(vis) {
       extents.set(path, e);
     }
   }
-  for (const [path, e] of extents) clusterBoxes.set(path, { x: e.x0, y: e.y0, width: e.x1 - e.x0, height: e.y1 - e.y0 });
+  for (const [path, e] of extents) {
+    clusterBoxes.set(path, { x: e.x0, y: e.y0, width: e.x1 - e.x0, height: e.y1 - e.y0 });
+  }
   return { g, clusterBoxes };
 }
 

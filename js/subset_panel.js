@@ -1,16 +1,46 @@
+// @ts-check
 // SubsetPanel: list the store's subsets with their sizes; define new ones live; pick one.
 // Every request goes to Python (Subsets.add checks and persists it); errors come back in `status`.
-import { applyTheme } from "./common/theme.js";
+import { defineView } from "./common/view.js";
 import { h } from "./common/dom.js";
 
-function render({ model, el }) {
-  applyTheme(el);
-  el.classList.add("activis-subsets");
+/**
+ * @typedef {{ name: string, definition: string, size: number, fraction: number }} SubsetItem
+ * @typedef {{ items: SubsetItem[], active: string, status: string, class_names: string[], columns: string[],
+ *   height: number }} SubsetPanelModel
+ */
 
-  const nameInput = h("input", { type: "text", placeholder: "name (optional)", "aria-label": "subset name", style: { width: "9em" } });
+const CSS = `
+.activis-subsets .av-muted { color: var(--av-fg-muted); }
+.activis-subsets .activis-subset-name-input { width: 9em; }
+.activis-subsets .activis-subset-query { flex: 1; min-width: 16em; }
+.activis-subsets .activis-subset-hint { color: var(--av-fg-muted); font-size: 11px; padding: 2px 0; }
+.activis-subsets .activis-subset-status { font-size: 12px; min-height: 1.2em; color: var(--av-fg-muted); }
+.activis-subsets .activis-subset-status[data-error="true"] { color: var(--av-warn); }
+.activis-subsets .activis-subset-list { overflow-y: auto; border-top: 1px solid var(--av-border-soft); }
+.activis-subsets .activis-subset-row { display: flex; gap: 8px; align-items: center; padding: 3px 4px; cursor: pointer;
+  border-bottom: 1px solid var(--av-border-soft); }
+.activis-subsets .activis-subset-row[data-active="true"] { background: var(--av-bg-alt);
+  outline: 1px solid var(--av-accent); }
+.activis-subsets .activis-subset-name { font-weight: 600; min-width: 8em; }
+.activis-subsets .activis-subset-definition { color: var(--av-fg-muted); flex: 1; font-family: var(--av-code-font);
+  font-size: 11px; }
+.activis-subsets .activis-subset-bar { display: inline-block; height: 6px; background: var(--av-accent); opacity: 0.6;
+  margin-right: 6px; }
+.activis-subsets .activis-subset-size { min-width: 4em; text-align: right; }
+.activis-subsets .activis-subset-remove { padding: 0 6px; }
+`;
+
+export default defineView({ name: "subsets", css: CSS, setup });
+
+/** @param {import("./common/view.js").Kit} kit */
+function setup(kit) {
+  const { model, el } = kit;
+  const nameInput = h("input", { type: "text", placeholder: "name (optional)", "aria-label": "subset name",
+    class: "activis-subset-name-input" });
   const exprInput = h("input", {
     type: "text", placeholder: "query, e.g. label == 9 and pred == 4", "aria-label": "subset query",
-    class: "activis-subset-query", style: { flex: "1", minWidth: "16em" },
+    class: "activis-subset-query",
   });
   const addBtn = h("button", { text: "Add", class: "activis-subset-add" });
   const form = h("div", { className: "activis-toolbar" }, [nameInput, exprInput, addBtn]);
@@ -21,17 +51,15 @@ function render({ model, el }) {
   const classBtn = h("button", { text: "One per class", class: "activis-subset-classes" });
   const missBtn = h("button", { text: "Misclassified / correct", class: "activis-subset-missed" });
   const quick = h("div", { className: "activis-toolbar" }, [
-    h("span", { text: "true", style: { color: "var(--av-fg-muted)" } }), trueSel,
-    h("span", { text: "predicted", style: { color: "var(--av-fg-muted)" } }), predSel, pairBtn, classBtn, missBtn,
+    h("span", { text: "true", className: "av-muted" }), trueSel,
+    h("span", { text: "predicted", className: "av-muted" }), predSel, pairBtn, classBtn, missBtn,
   ]);
-  const hint = h("div", { className: "activis-subset-hint", style: { color: "var(--av-fg-muted)", fontSize: "11px", padding: "2px 0" } });
-  const status = h("div", { className: "activis-subset-status", style: { fontSize: "12px", minHeight: "1.2em" } });
-  const list = h("div", { className: "activis-subset-list", style: { overflowY: "auto", borderTop: "1px solid var(--av-border-soft)" } });
+  const hint = h("div", { className: "activis-subset-hint" });
+  const status = h("div", { className: "activis-subset-status" });
+  const list = h("div", { className: "activis-subset-list" });
   el.append(form, quick, hint, status, list);
 
-  function send(content) {
-    model.send(content);
-  }
+  const send = (/** @type {object} */ content) => model.send(content);
 
   addBtn.addEventListener("click", () => {
     const expression = exprInput.value.trim();
@@ -39,7 +67,9 @@ function render({ model, el }) {
     send({ action: "add", name: nameInput.value.trim(), expression });
   });
   exprInput.addEventListener("keydown", (ev) => { if (ev.key === "Enter") addBtn.click(); });
-  pairBtn.addEventListener("click", () => send({ action: "confusion", true: Number(trueSel.value), pred: Number(predSel.value) }));
+  pairBtn.addEventListener("click", () => {
+    send({ action: "confusion", true: Number(trueSel.value), pred: Number(predSel.value) });
+  });
   classBtn.addEventListener("click", () => send({ action: "by_class" }));
   missBtn.addEventListener("click", () => send({ action: "misclassified" }));
 
@@ -55,26 +85,17 @@ function render({ model, el }) {
   function drawList() {
     list.style.maxHeight = `${Math.max(80, model.get("height") - 120)}px`;
     const active = model.get("active");
-    const rows = model.get("items").map((item) => {
-      const remove = h("button", { text: "×", title: "delete this subset", class: "activis-subset-remove", style: { padding: "0 6px" } });
+    const rows = model.get("items").map((/** @type {SubsetItem} */ item) => {
+      const remove = h("button", { text: "×", title: "delete this subset", class: "activis-subset-remove" });
       remove.addEventListener("click", (ev) => { ev.stopPropagation(); send({ action: "remove", name: item.name }); });
-      const bar = h("span", { style: {
-        display: "inline-block", height: "6px", width: `${Math.max(1, Math.round(item.fraction * 60))}px`,
-        background: "var(--av-accent)", opacity: "0.6", marginRight: "6px",
-      } });
-      const row = h("div", {
-        className: "activis-subset-row", "data-name": item.name, "data-size": String(item.size),
-        style: {
-          display: "flex", gap: "8px", alignItems: "center", padding: "3px 4px", cursor: "pointer",
-          borderBottom: "1px solid var(--av-border-soft)",
-          background: item.name === active ? "var(--av-bg-alt)" : "transparent",
-          outline: item.name === active ? "1px solid var(--av-accent)" : "none",
-        },
-      }, [
-        h("span", { text: item.name, className: "activis-subset-name", style: { fontWeight: "600", minWidth: "8em" } }),
-        h("span", { text: item.definition, style: { color: "var(--av-fg-muted)", flex: "1", fontFamily: "var(--av-code-font)", fontSize: "11px" } }),
+      const bar = h("span", { className: "activis-subset-bar",
+        style: { width: `${Math.max(1, Math.round(item.fraction * 60))}px` } });
+      const attrs = { className: "activis-subset-row", "data-name": item.name, "data-size": String(item.size) };
+      const row = h("div", attrs, [
+        h("span", { text: item.name, className: "activis-subset-name" }),
+        h("span", { text: item.definition, className: "activis-subset-definition" }),
         bar,
-        h("span", { text: String(item.size), className: "activis-subset-size", style: { minWidth: "4em", textAlign: "right" } }),
+        h("span", { text: String(item.size), className: "activis-subset-size" }),
         remove,
       ]);
       if (item.name === active) row.setAttribute("data-active", "true");
@@ -92,19 +113,14 @@ function render({ model, el }) {
   function drawStatus() {
     const text = model.get("status");
     status.textContent = text;
-    status.style.color = text.startsWith("error") ? "var(--av-warn)" : "var(--av-fg-muted)";
+    status.dataset.error = String(text.startsWith("error"));
     el.dataset.status = text;
   }
 
-  model.on("change:class_names", drawClasses);
-  model.on("change:columns", drawClasses);
-  model.on("change:items", drawList);
-  model.on("change:active", drawList);
-  model.on("change:height", drawList);
-  model.on("change:status", drawStatus);
+  kit.on("class_names columns", drawClasses);
+  kit.on("items active height", drawList);
+  kit.on("status", drawStatus);
   drawClasses();
   drawStatus();
   drawList();
 }
-
-export default { render };

@@ -31,8 +31,8 @@ import { connectSelection } from "./selection.js";
  * @typedef {import("./arrays.js").Decoded} Decoded
  * @typedef {import("./selection.js").SharedSelection} SharedSelection
  * @typedef {{ get(name: string): any, set(name: string, value: any): void, save_changes(): void,
- *   on(event: string, fn: Function): void, off(event: string, fn: Function): void, cid?: string,
- *   widget_manager?: any }} AnyModel
+ *   send(content: any): void, on(event: string, fn: Function): void, off(event: string, fn: Function): void,
+ *   cid?: string, widget_manager?: any }} AnyModel
  * @typedef {{ classes: string[], runs: string[], severity: Record<string, string>, missing: string,
  *   correctness: string[], matrix: Record<string, {light: string[], dark: string[]}> }} Palette
  */
