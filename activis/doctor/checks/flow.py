@@ -1,0 +1,167 @@
+"""Does information flow? The output's dependence on the input, every parameter's gradient, and
+whether the same input gives the same output (randomness left on)."""
+
+from __future__ import annotations
+
+import torch
+
+from ..context import same_rows
+from .base import Check, Skip, consumers, kind_of, reachable_from_input
+
+# operations whose output carries no gradient back to their input
+_CUTS = {"detach", "argmax", "argmin", "round", "floor", "ceil", "sign", "eq", "ne", "gt", "ge", "lt", "le",
+         "long", "int", "bool", "item", "numpy", "no_grad", "_set_grad_enabled"}
+
+
+class InputDependence(Check):
+    """Two different samples must give two different outputs; where they become equal, information is lost."""
+
+    id, title = "input_dependence", "Output does not depend on the input"
+
+    def run(self, ctx):
+        x, batch = ctx.x, len(ctx.x)
+        if same_rows(x.float() if not x.dtype.is_floating_point else x, batch):
+            raise Skip("every sample of the batch is the same input")
+        values = ctx.record(x)
+        out_name = ctx.output_node()
+        out = values.get(out_name)
+        if out is None or same_rows(out, batch) is not True:
+            return []
+        reached = reachable_from_input(ctx.graph)
+        lost = None
+        for n in ctx.graph.nodes:
+            v = values.get(n.name)
+            if n.name not in reached or n.op == "placeholder" or v is None or same_rows(v, batch) is not True:
+                continue
+            varied = [i for i in n.inputs if i in values and same_rows(_float(values[i]), batch) is False]
+            if varied or not any(i in values for i in n.inputs):
+                lost = n
+                break
+        node = lost.name if lost is not None else out_name
+        how = {"mul": "a multiplication by zero", "detach": "a detached value"}.get(kind_of(lost), "") if lost else ""
+        message = (f"Every sample gives the same output; the samples' values become equal at {node!r}"
+                   + (f" ({how})" if how else "") + ".")
+        return [self.finding(
+            "error", message,
+            f"Look at {node!r}: a multiplication by zero, an overwritten or discarded value, a constant or "
+            "detached branch; the operation must pass on what differs between samples.",
+            evidence={"samples": batch, "output_spread": float(out.reshape(batch, -1).std(0).max())},
+            place="node", where=node, node=node)]
+
+
+def _float(v: torch.Tensor) -> torch.Tensor:
+    return v if v.dtype.is_floating_point else v.float()
+
+
+class GradientCoverage(Check):
+    """After one backward pass every trainable parameter has a gradient, and not an all-zero one."""
+
+    id, title = "gradient_coverage", "Parameters without gradient"
+
+    def run(self, ctx):
+        loss, grads = ctx.one_backward()
+        if not loss.requires_grad and all(g is None for g in grads.values()):
+            return [self.finding(
+                "error", "The loss does not depend on any parameter: nothing will train.",
+                "Remove the torch.no_grad()/detach() around the model's forward pass or the loss.",
+                evidence={"parameters": len(grads)}, place="loss")]
+        if not torch.isfinite(loss):
+            raise Skip("the loss is not finite (see non_finite)")
+        by_module: dict[str, list[tuple[str, str]]] = {}
+        for name, g in grads.items():
+            state = "none" if g is None else "zero" if bool((g == 0).all()) else None
+            if state:
+                by_module.setdefault(name.rsplit(".", 1)[0] if "." in name else "", []).append((name, state))
+        if not by_module:
+            return []
+        after = consumers(ctx.graph)
+        findings = []
+        for params in by_module.values():
+            names = [n for n, _ in params]
+            none = all(s == "none" for _, s in params)
+            node = ctx.node_of_param(names[0])
+            cut = _cut_after(ctx.graph, after, node)
+            where = f" after {cut!r}" if cut else ""
+            if none:
+                message = (f"{', '.join(names)} get no gradient: " + (
+                    f"the gradient is cut{where}." if cut else
+                    "the module is skipped, or its output does not reach the loss (detach, no_grad, "
+                    "a non-differentiable operation)."))
+            else:
+                message = f"{', '.join(names)} get an all-zero gradient{where}."
+            findings.append(self.finding(
+                "error" if none else "warning", message,
+                "Make sure the layer's output reaches the loss through differentiable operations: no "
+                "detach()/no_grad()/argmax/round in forward, no layer overwritten or skipped.",
+                evidence={"parameters": len(names), "no_gradient": sum(s == "none" for _, s in params),
+                          "all_zero": sum(s == "zero" for _, s in params)},
+                place="parameter", where=names[0], node=cut or node))
+        return findings
+
+
+def _cut_after(graph, after, start: str) -> str | None:
+    """The first non-differentiable operation downstream of ``start``, if any."""
+    if start not in graph:
+        return None
+    seen, frontier = {start}, [start]
+    while frontier:
+        name = frontier.pop(0)
+        node = graph.node(name)
+        if name != start and kind_of(node) in _CUTS:
+            return name
+        for nxt in after.get(name, []):
+            if nxt not in seen:
+                seen.add(nxt)
+                frontier.append(nxt)
+    return None
+
+
+class Randomness(Check):
+    """In eval mode the same input gives the same output; in training mode, the same under a fixed seed."""
+
+    id, title = "randomness", "Randomness left on"
+
+    def run(self, ctx):
+        findings = []
+        x = ctx.x
+        stray = [n for n, m in ctx.model.named_modules() if not ctx.model.training and m.training
+                 and isinstance(m, torch.nn.modules.dropout._DropoutNd | torch.nn.modules.batchnorm._BatchNorm)]
+        if stray:
+            findings.append(self.finding(
+                "warning", f"The model is in eval mode but {', '.join(stray[:3])} are in training mode.",
+                "Call model.eval() after any module's .train(), and do not set .training by hand.",
+                evidence={"modules": len(stray)}, place="module", where=stray[0], node=ctx.node_of_module(stray[0])))
+        first = ctx.record(x, seed=1)
+        second = ctx.record(x, seed=2)
+        node = _first_difference(ctx.graph, first, second)
+        if node is not None:
+            findings.append(self.finding(
+                "error", f"Two evaluations of the same input in eval mode differ, from {node!r} on.",
+                f"Make {node!r} deterministic in eval mode: nn.Dropout instead of F.dropout(x) (which is "
+                "on by default; pass training=self.training), no sampling in forward when not training.",
+                evidence={"max_difference": _difference(ctx, first, second)}, place="node", where=node, node=node))
+            return findings
+        a = ctx.record(x, train=True, seed=ctx.seed)
+        b = ctx.record(x, train=True, seed=ctx.seed)
+        node = _first_difference(ctx.graph, a, b)
+        if node is not None:
+            findings.append(self.finding(
+                "warning", f"Two training-mode passes under the same torch seed differ, from {node!r} on.",
+                f"Draw the randomness at {node!r} from torch's generator (torch.rand*, not numpy or random), "
+                "so that a fixed seed repeats a run.",
+                evidence={"max_difference": _difference(ctx, a, b)}, place="node", where=node, node=node))
+        return findings
+
+
+def _first_difference(graph, a: dict, b: dict) -> str | None:
+    for n in graph.nodes:
+        if n.name in a and n.name in b and a[n.name].shape == b[n.name].shape and not torch.equal(a[n.name], b[n.name]):
+            return n.name
+    return None
+
+
+def _difference(ctx, a, b) -> float:
+    out = ctx.output_node()
+    if out in a and out in b:
+        return float((a[out].float() - b[out].float()).abs().max())
+    return float("nan")

@@ -1,0 +1,105 @@
+"""Can the model learn this data? Overfitting one small batch, and learning real labels better than shuffled ones."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from .base import Check, Skip
+from .data import conflicting_rows
+
+
+class OverfitBatch(Check):
+    """A copy of the model trained on about 100 samples reaches near-zero loss within a bounded number of steps.
+
+    Samples whose input also appears with another label are left out: they set a floor above zero."""
+
+    id, title = "overfit_batch", "Cannot overfit one small batch"
+    target = 0.05  # of the first loss
+
+    def run(self, ctx):
+        x, y = ctx.data.take(100)
+        conflicting = conflicting_rows(x, y)
+        if conflicting.any():
+            x, y = x[~conflicting], y[~conflicting]
+        if len(x) < 2:
+            raise Skip("fewer than 2 samples without conflicting labels")
+        model, losses = ctx.trained_copy(x, y, ctx.steps, stop_below=lambda first: self.target * first)
+        first = losses[0]
+        if not math.isfinite(first) or first <= 0:
+            raise Skip(f"the first loss is {first:.4g}, not positive (see loss_sign, non_finite)")
+        last = losses[-1]
+        reached = math.isfinite(last) and min(losses) <= self.target * first
+        if reached:
+            return []
+        return [self.finding(
+            "error", f"Trained on {len(x)} samples for {len(losses)} steps, the loss only went from "
+            f"{first:.4g} to {min(losses):.4g}: the model cannot memorise one small batch.",
+            "Look for a layer that is skipped or overwritten, a bottleneck or final activation that cannot "
+            "express the targets (a ReLU before a regression output, a too narrow layer), or a "
+            "non-differentiable step; a model must memorise 100 samples before it can learn thousands.",
+            evidence={"samples": len(x), "steps": len(losses), "first_loss": first, "best_loss": min(losses),
+                      "excluded_conflicting": int(conflicting.sum())}, place="model", node=ctx.output_node())]
+
+
+class LabelCoupling(Check):
+    """Trained on half the sample, the model predicts the other half better from the real labels than a
+    copy trained on shuffled labels does, and better than the base rate."""
+
+    id, title = "label_coupling", "Labels decoupled from inputs"
+    steps = 150
+
+    def run(self, ctx):
+        X, Y = ctx.data.X, ctx.data.Y
+        n = min(len(X), 400)
+        if n < 60:
+            raise Skip(f"needs at least 60 samples to hold some out, got {len(X)}")
+        order = torch.randperm(n, generator=torch.Generator().manual_seed(ctx.seed))
+        train, held = order[: n // 2], order[n // 2:]
+        xt, yt, xh, yh = X[train], Y[train], X[held], Y[held]
+        shuffled = yt[torch.randperm(len(yt), generator=torch.Generator().manual_seed(ctx.seed + 1))]
+        real, real_losses = ctx.trained_copy(xt, yt, self.steps)
+        control, control_losses = ctx.trained_copy(xt, shuffled, self.steps)
+        with torch.no_grad():
+            held_real = float(ctx.loss(_out(real, xh), yh))
+            held_control = float(ctx.loss(_out(control, xh), yh))
+            base = _base_rate_loss(ctx, _out(real, xh), yt, yh)
+        if not (math.isfinite(held_real) and math.isfinite(held_control)):
+            raise Skip("the held-out loss is not finite (see non_finite)")
+        evidence = {"held_out_loss": held_real, "held_out_loss_shuffled_labels": held_control}
+        if base is not None:
+            evidence["base_rate_loss"] = base
+        beats_control = held_real < 0.8 * held_control
+        beats_base = base is None or held_real < 0.97 * base
+        if beats_control and beats_base:
+            return []
+        why = ("it predicts held-out samples no better than a copy trained on shuffled labels"
+               if not beats_control else "it predicts held-out samples no better than the base rate")
+        return [self.finding(
+            "error", f"Trained on {len(xt)} samples, {why}: the labels look decoupled from the inputs.",
+            "Check that inputs and labels are shuffled and split together (one permutation for both, or a "
+            "Dataset returning (x, y) pairs), and that no sample weight zeroes most of the data.",
+            evidence=evidence, place="data", where="labels")]
+
+
+def _out(model, x):
+    from ..context import _first_tensor
+
+    return _first_tensor(model(x))
+
+
+def _base_rate_loss(ctx, out: torch.Tensor, yt: torch.Tensor, yh: torch.Tensor) -> float | None:
+    """The held-out loss of the best constant prediction learnt from the training labels, if it can be formed."""
+    try:
+        if not yt.dtype.is_floating_point and out.dim() == 2:
+            counts = torch.bincount(yt.clamp(min=0), minlength=out.shape[1]).float()[: out.shape[1]] + 0.5
+            constant = (counts / counts.sum()).log().expand_as(out)
+        elif yt.dtype.is_floating_point and yt.numel() == len(yt) * (out.numel() // len(out)):
+            constant = yt.float().mean(0).expand_as(out.reshape(len(out), *yt.shape[1:])).reshape(out.shape)
+        else:
+            return None
+        value = float(ctx.loss(constant.contiguous(), yh))
+    except Exception:  # noqa: BLE001 - a loss that cannot take a constant prediction: compare with the control only
+        return None
+    return value if math.isfinite(value) else None

@@ -1,0 +1,157 @@
+"""The training set-up around the model: the optimizer, the loss's inputs, and the loss itself."""
+
+from __future__ import annotations
+
+import warnings
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .base import Check, Skip, kind_of
+
+
+class OptimizerAttached(Check):
+    """The optimizer holds this model's trainable parameters, all of them, with a non-zero learning rate."""
+
+    id, title = "optimizer", "Optimizer not set up for this model"
+
+    def run(self, ctx):
+        opt = ctx.optimizer
+        if opt is None:
+            raise Skip("no optimizer given (pass optimizer=...)")
+        held = {id(p) for g in opt.param_groups for p in g["params"]}
+        trainable = [(n, p) for n, p in ctx.model.named_parameters() if p.requires_grad]
+        attached = [n for n, p in trainable if id(p) in held]
+        change = ("Create the optimizer after the model, from model.parameters(), and again whenever the model "
+                  "is rebuilt.")
+        if trainable and not attached:
+            return [self.finding(
+                "error", "The optimizer holds none of this model's parameters: it will update another model "
+                "(was the model rebuilt after the optimizer was created?).", change,
+                evidence={"optimizer_parameters": len(held), "model_parameters": len(trainable)}, place="optimizer")]
+        findings = []
+        missing = [n for n, p in trainable if id(p) not in held]
+        if missing:
+            findings.append(self.finding(
+                "warning", f"{len(missing)} trainable parameters are not in the optimizer ({', '.join(missing[:3])}"
+                f"{', ...' if len(missing) > 3 else ''}): they will never change.",
+                "Pass all of model.parameters() to the optimizer, or set requires_grad=False on deliberately "
+                "frozen ones.", evidence={"missing": len(missing), "trainable": len(trainable)}, place="optimizer",
+                where=missing[0]))
+        zero = [i for i, g in enumerate(opt.param_groups) if g.get("lr", 1.0) == 0 and g["params"]]
+        if zero:
+            findings.append(self.finding(
+                "error", f"The learning rate is 0 in parameter group(s) {zero}: those parameters never move.",
+                "Set a positive learning rate (for Adam, 1e-3 is a common start; for SGD, 1e-2 to 1e-1).",
+                evidence={"groups_with_zero_lr": len(zero)}, place="optimizer"))
+        return findings
+
+
+class LossShapes(Check):
+    """Prediction and target have shapes the loss does not silently broadcast ((N, 1) against (N,))."""
+
+    id, title = "loss_shapes", "Prediction and target shapes broadcast in the loss"
+
+    def run(self, ctx):
+        out, y = ctx.output(), ctx.y
+        node = ctx.output_node()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                ctx.loss(out, y)
+            except Exception as e:  # noqa: BLE001 - the loss failing is what this check reports
+                return [self.finding(
+                    "error", f"The loss fails on the model's output {list(out.shape)} and the target "
+                    f"{list(y.shape)}: {type(e).__name__}: {str(e).splitlines()[0][:200]}",
+                    "Make the model's output and the target the shapes and dtypes the loss expects.",
+                    evidence={"output_dims": out.dim(), "target_dims": y.dim()}, place="loss", node=node)]
+        if not y.dtype.is_floating_point or tuple(out.shape) == tuple(y.shape):
+            return []
+        try:
+            joint = torch.broadcast_shapes(out.shape, y.shape)
+        except RuntimeError:
+            return []
+        if torch.Size(joint).numel() <= max(out.numel(), y.numel()):
+            return []
+        told = any("target size" in str(w.message) for w in caught)
+        return [self.finding(
+            "error", f"The prediction {list(out.shape)} and the target {list(y.shape)} broadcast to "
+            f"{list(joint)} in the loss: every prediction is compared with every target"
+            + (" (torch warned too)." if told else "."),
+            f"Reshape one to the other's shape: output.squeeze(-1) or target.view({', '.join(map(str, out.shape))}).",
+            evidence={"prediction_numel": out.numel(), "target_numel": y.numel(),
+                      "broadcast_numel": torch.Size(joint).numel()}, place="loss", node=node)]
+
+
+class LossSign(Check):
+    """The loss is smallest at perfect predictions, larger at wrong ones, and finite at extreme ones."""
+
+    id, title = "loss_sign", "Loss is not minimal at perfect predictions"
+
+    def run(self, ctx):
+        out, y = ctx.output(), ctx.y
+        perfect, wrong = _ideal_predictions(out, y)
+        with torch.no_grad():
+            at_init = float(ctx.loss(out, y))
+            at_perfect = [float(ctx.loss(p, y)) for p in perfect]
+            at_wrong = float(ctx.loss(wrong, y))
+            extreme = [float(ctx.loss(p * 10, y)) for p in perfect] + [float(ctx.loss(wrong * 10, y))]
+        values = [at_init, *at_perfect, at_wrong, *extreme]
+        if not all(torch.isfinite(torch.tensor(v)) for v in values):
+            bad = next(v for v in values if not torch.isfinite(torch.tensor(v)))
+            return [self.finding(
+                "error", f"The loss is {bad} at extreme (but legal) predictions: it overflows or takes log(0).",
+                "Compute the loss from logits with the stable forms (F.cross_entropy, F.log_softmax, "
+                "F.binary_cross_entropy_with_logits, torch.logsumexp), or add a small epsilon inside log.",
+                evidence={"loss_at_init": at_init, "loss_at_perfect": min(at_perfect)}, place="loss",
+                node=ctx.output_node())]
+        best = min(at_perfect)
+        scale = max(abs(at_init), abs(at_wrong), 1e-8)
+        if best < at_init - 1e-3 * scale and best < at_wrong - 1e-3 * scale:
+            return []
+        return [self.finding(
+            "error", "The loss is not smallest at perfect predictions"
+            + (" and falls without bound at wrong ones: its sign is wrong." if at_wrong < at_init else "."),
+            "Check the loss's sign (a loss to minimise: -log-likelihood, not +log-likelihood) and that it "
+            "compares prediction with target.",
+            evidence={"loss_at_init": at_init, "loss_at_perfect": best, "loss_at_wrong": at_wrong,
+                      "loss_at_wrong_x10": extreme[-1]}, place="loss", node=ctx.output_node())]
+
+
+def _ideal_predictions(out: torch.Tensor, y: torch.Tensor):
+    """Candidate perfect predictions (logits or values) for the target, and one clearly wrong prediction."""
+    if not y.dtype.is_floating_point and out.dim() >= 2 and out.shape[0] == y.shape[0] and y.dim() == out.dim() - 1:
+        classes = out.shape[1]
+        onehot = F.one_hot(y.clamp(0, classes - 1), classes).movedim(-1, 1).to(out.dtype)
+        wrong = F.one_hot((y + 1) % classes, classes).movedim(-1, 1).to(out.dtype)
+        return [12 * onehot - 6, onehot], 12 * wrong - 6
+    if y.dtype.is_floating_point and y.numel() == out.numel():
+        if tuple(out.shape) != tuple(y.shape):
+            raise Skip("the prediction and target shapes differ (see loss_shapes)")
+        target = y.to(out.dtype)
+        candidates = [target]
+        if bool(((target == 0) | (target == 1)).all()):
+            candidates.append(12 * target - 6)
+            return candidates, 6 - 12 * target
+        return candidates, target + 3 * target.std() + 1
+    raise Skip(f"cannot build perfect predictions for output {list(out.shape)} and target {list(y.shape)}")
+
+
+class DoubleSoftmax(Check):
+    """A softmax or sigmoid at the output, before a loss that applies its own (cross-entropy from logits)."""
+
+    id, title = "double_softmax", "Output activation applied twice"
+
+    def run(self, ctx):
+        loss = ctx.loss_fn
+        if not isinstance(loss, nn.CrossEntropyLoss | nn.BCEWithLogitsLoss):
+            raise Skip("the loss is not a torch cross-entropy module taking logits")
+        node = ctx.graph.output_node
+        if node is None or kind_of(node) not in ("softmax", "sigmoid"):
+            return []
+        return [self.finding(
+            "warning", f"The model ends in {node.kind} and {type(loss).__name__} applies it again: "
+            "gradients shrink and the loss cannot reach zero.",
+            f"Remove the final {node.kind}: {type(loss).__name__} takes raw logits.",
+            evidence={}, place="node", where=node.name, node=node.name)]

@@ -1,0 +1,312 @@
+"""What the before-training checks examine: a sample of the data, the graph, and recorded passes.
+
+The data may be ``(X, y)`` or ``(X, y, sample_weight)`` (tensors or arrays), a torch ``Dataset``
+or a ``DataLoader``; a sample of at most ``max_samples`` rows is drawn once. Every forward pass a
+check needs is recorded node by node (the torch.fx graph when the model traces, forward hooks on
+the leaf modules otherwise) and cached, so two checks never pay for the same pass twice.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import warnings
+
+import numpy as np
+import torch
+from torch import nn
+
+from ..graph import ComputationGraph, GraphTraceWarning, extract_graph
+from .findings import DoctorError
+
+_ORDER_LIMIT = 20_000  # rows kept in order for the data checks (hashing, order)
+_DATA_FORMS = ("(X, y)", "(X, y, sample_weight)", "a torch Dataset of (x, y) pairs", "a DataLoader")
+
+
+def _tensor(value, name: str) -> torch.Tensor:
+    if isinstance(value, torch.Tensor):
+        return value.detach()
+    arr = np.asarray(value)
+    if arr.dtype == object:
+        raise DoctorError(f"{name} must be numeric (a tensor or array), not an array of objects")
+    if arr.dtype.kind == "f":
+        return torch.as_tensor(arr, dtype=torch.float32)
+    if arr.dtype.kind in "iub":
+        return torch.as_tensor(arr.astype(np.int64))
+    raise DoctorError(f"{name} must be numeric, not {arr.dtype}")
+
+
+class Data:
+    """The data as given (``order_X``, ``order_Y``: in the order training would see it, at most
+    ``_ORDER_LIMIT`` rows) and a random sample of it (``X``, ``Y``, ``W``) for the checks that run the model.
+    For a DataLoader, ``batches`` holds the (labels, weights) of the batches seen, in loader order."""
+
+    def __init__(self, data, max_samples: int, seed: int):
+        self.loader = None
+        self.batches: list[tuple[torch.Tensor, torch.Tensor | None]] = []
+        if isinstance(data, torch.utils.data.DataLoader):
+            self.loader = data
+            parts = self._from_loader(data, max(max_samples, _ORDER_LIMIT // 5))
+        elif isinstance(data, tuple | list) and len(data) in (2, 3):
+            parts = [_tensor(v, n)[:_ORDER_LIMIT] for v, n in zip(data, ("X", "y", "sample_weight"))]
+        elif isinstance(data, torch.utils.data.Dataset) and hasattr(data, "__len__"):
+            n = len(data)
+            idx = torch.randperm(n, generator=torch.Generator().manual_seed(seed))[:min(n, max_samples)]
+            items = [data[int(i)] for i in idx.sort().values]
+            if not items or not isinstance(items[0], tuple | list):
+                raise DoctorError("a Dataset for the doctor must return (x, y) or (x, y, sample_weight) items")
+            parts = [torch.stack([torch.as_tensor(it[k]) for it in items]) for k in range(min(3, len(items[0])))]
+        else:
+            raise DoctorError(f"data must be one of {', '.join(_DATA_FORMS)}; got {type(data).__name__}")
+        if len(parts) < 2:
+            raise DoctorError(f"data must give inputs and targets: one of {', '.join(_DATA_FORMS)}")
+        self.order_X, self.order_Y = parts[0], parts[1]
+        self.order_W = _tensor(parts[2], "sample_weight") if len(parts) > 2 else None
+        if len(self.order_X) != len(self.order_Y):
+            raise DoctorError(f"X has {len(self.order_X)} rows but y has {len(self.order_Y)}")
+        if len(self.order_X) < 2:
+            raise DoctorError("the doctor needs at least 2 samples")
+        pick = torch.randperm(len(self.order_X), generator=torch.Generator().manual_seed(seed))[:max_samples]
+        self.X, self.Y = self.order_X[pick], self.order_Y[pick]
+        self.W = self.order_W[pick] if self.order_W is not None else None
+
+    def _from_loader(self, loader, max_samples: int) -> list[torch.Tensor]:
+        collected: list[list[torch.Tensor]] = []
+        seen = 0
+        for batch in loader:
+            if not isinstance(batch, tuple | list) or len(batch) < 2:
+                raise DoctorError("a DataLoader for the doctor must yield (x, y) or (x, y, sample_weight) batches")
+            batch = [torch.as_tensor(b).detach() for b in batch[:3]]
+            collected.append(batch)
+            self.batches.append((batch[1], batch[2] if len(batch) > 2 else None))
+            seen += len(batch[0])
+            if seen >= max_samples or len(self.batches) >= 64:
+                break
+        if not collected:
+            raise DoctorError("the DataLoader yielded no batch")
+        return [torch.cat([b[k] for b in collected]) for k in range(len(collected[0]))]
+
+    @property
+    def classification(self) -> bool:
+        """Integer targets (class indices)."""
+        return not self.Y.dtype.is_floating_point
+
+    def take(self, n: int, start: int = 0):
+        return self.X[start:start + n], self.Y[start:start + n]
+
+
+class CheckContext:
+    """Everything a check reads, computed lazily and once."""
+
+    def __init__(self, model: nn.Module, data: Data, loss_fn, optimizer, test_data, *, batch_size: int,
+                 seed: int, steps: int):
+        self.model, self.data, self.loss_fn, self.optimizer = model, data, loss_fn, optimizer
+        self.test_data = test_data
+        self.batch_size = min(batch_size, len(data.X))
+        self.seed, self.steps = seed, steps
+        self.x, self.y = data.X[:self.batch_size], data.Y[:self.batch_size]
+        self._cache: dict = {}
+
+    # ------------------------------------------------------------------ the graph and its places
+    @property
+    def graph(self) -> ComputationGraph:
+        if "graph" not in self._cache:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", GraphTraceWarning)
+                self._cache["graph"] = extract_graph(self.model, self.x[:2])
+        return self._cache["graph"]
+
+    def node_of_module(self, path: str) -> str:
+        """The graph node of a module's (first) call, or the module path when it was never called."""
+        for n in self.graph.nodes:
+            if n.op == "call_module" and n.target == path:
+                return n.name
+        inner = self.graph.nodes_of_module(path) if path in self.graph.modules else []
+        return inner[0].name if inner and path else path
+
+    def node_of_param(self, name: str) -> str:
+        for n in self.graph.nodes:
+            if n.op == "get_attr" and n.target == name:
+                return n.name
+        return self.node_of_module(name.rsplit(".", 1)[0] if "." in name else "")
+
+    def input_node(self) -> str | None:
+        inputs = [n.name for n in self.graph.nodes if n.op == "placeholder"]
+        return inputs[0] if inputs else None
+
+    def output_node(self) -> str | None:
+        out = self.graph.output_node
+        return out.name if out is not None else None
+
+    # ------------------------------------------------------------------ recorded passes
+    def record(self, x: torch.Tensor, *, train: bool = False, seed: int | None = None) -> dict[str, torch.Tensor]:
+        """Every node's output tensor for input ``x`` (no gradient), keyed by graph node name."""
+        key = ("record", id(x), train, seed)
+        if key not in self._cache:
+            with _mode(self.model, train), torch.no_grad():
+                if seed is not None:
+                    torch.manual_seed(seed)
+                self._cache[key] = (x, record_nodes(self.model, self.graph, x))
+        return self._cache[key][1]
+
+    def output(self, x: torch.Tensor | None = None, *, train: bool = False) -> torch.Tensor:
+        x = self.x if x is None else x
+        with _mode(self.model, train), torch.no_grad():
+            return _first_tensor(self.model(x))
+
+    def loss(self, out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return self.loss_fn(out, y)
+
+    def one_backward(self):
+        """(loss, {parameter name: grad or None}) of one backward pass on the batch, the model untouched."""
+        if "backward" not in self._cache:
+            saved = {n: p.grad for n, p in self.model.named_parameters()}
+            try:
+                for p in self.model.parameters():
+                    p.grad = None
+                with _mode(self.model, True):
+                    torch.manual_seed(self.seed)
+                    loss = self.loss(_first_tensor(self.model(self.x)), self.y)
+                    if loss.requires_grad:
+                        loss.backward()
+                grads = {n: (None if p.grad is None else p.grad.detach().clone())
+                         for n, p in self.model.named_parameters() if p.requires_grad}
+                self._cache["backward"] = (loss.detach(), grads)
+            finally:
+                for n, p in self.model.named_parameters():
+                    p.grad = saved[n]
+        return self._cache["backward"]
+
+    def gradient_records(self) -> tuple[dict, dict]:
+        """(values, gradients) of every node for one backward pass on the batch, in eval mode."""
+        if "gradient_records" not in self._cache:
+            values = {}
+            with _mode(self.model, False):
+                values = record_nodes(self.model, self.graph, self.x, keep_grad=True)
+                out = values.get(self.output_node()) if self.output_node() else None
+                if out is None:
+                    out = _first_tensor(self.model(self.x))
+                loss = self.loss(out, self.y)
+                tensors = [v for v in values.values() if v.requires_grad]
+                grads = torch.autograd.grad(loss, tensors, allow_unused=True) if loss.requires_grad else []
+            by_id = {id(t): g for t, g in zip(tensors, grads)}
+            self._cache["gradient_records"] = (
+                {k: v.detach() for k, v in values.items()},
+                {k: by_id[id(v)].detach() for k, v in values.items() if by_id.get(id(v)) is not None})
+        return self._cache["gradient_records"]
+
+    def trained_copy(self, x, y, steps: int, *, lr: float = 3e-3, stop_below=None) -> tuple[nn.Module, list[float]]:
+        """A copy of the model trained on (x, y) with Adam (dropout off): the copy and its losses.
+
+        ``stop_below(first_loss)`` gives a loss at which training may stop early."""
+        key = ("train", id(x), id(y), steps)
+        if key not in self._cache:
+            model = copy.deepcopy(self.model)
+            model.train()
+            for m in model.modules():
+                if isinstance(m, nn.modules.dropout._DropoutNd):
+                    m.eval()
+            params = [p for p in model.parameters() if p.requires_grad]
+            torch.manual_seed(self.seed)
+            opt = torch.optim.Adam(params, lr=lr)
+            losses = []
+            for _ in range(steps):
+                opt.zero_grad(set_to_none=True)
+                loss = self.loss(_first_tensor(model(x)), y)
+                value = float(loss.detach())
+                losses.append(value)
+                if not np.isfinite(value) or not loss.requires_grad:
+                    break
+                if stop_below is not None and value <= stop_below(losses[0]):
+                    break
+                loss.backward()
+                opt.step()
+            model.eval()
+            self._cache[key] = (model, losses, x, y)
+        return self._cache[key][:2]
+
+
+@contextlib.contextmanager
+def _mode(model: nn.Module, train: bool):
+    modes = {m: m.training for m in model.modules()}
+    model.train(train)
+    try:
+        yield
+    finally:
+        for m, mode in modes.items():
+            m.training = mode
+
+
+def _first_tensor(value):
+    if isinstance(value, torch.Tensor):
+        return value
+    if isinstance(value, tuple | list) and value:
+        return _first_tensor(value[0])
+    if isinstance(value, dict) and value:
+        return _first_tensor(next(iter(value.values())))
+    if hasattr(value, "logits"):
+        return value.logits
+    raise DoctorError(f"the model returned {type(value).__name__}; the doctor needs a tensor output")
+
+
+def record_nodes(model: nn.Module, graph: ComputationGraph, x, keep_grad: bool = False) -> dict[str, torch.Tensor]:
+    """Run the model once and keep every graph node's tensor output (leaf modules' for a hook graph)."""
+    values: dict[str, torch.Tensor] = {}
+    if graph.graph_module is not None:
+        class Recorder(torch.fx.Interpreter):
+            def run_node(self, n):
+                result = super().run_node(n)
+                if isinstance(result, torch.Tensor):
+                    values[n.name] = result
+                return result
+
+        args = x if isinstance(x, tuple) else (x,)
+        with torch.enable_grad() if keep_grad else contextlib.nullcontext():
+            Recorder(graph.graph_module).run(*args)
+        for n in graph.nodes:  # placeholders that need a gradient are leaves: keep them as they are
+            if n.op == "placeholder" and n.name not in values:
+                values[n.name] = args[0]
+        return values
+    names: dict[str, list[str]] = {}
+    for n in graph.nodes:
+        if n.op == "call_module":
+            names.setdefault(n.target, []).append(n.name)
+    calls: dict[str, int] = {}
+    handles = []
+
+    def hook_for(path):
+        def hook(_m, _inputs, output):
+            i = calls.get(path, 0)
+            calls[path] = i + 1
+            out = output if isinstance(output, torch.Tensor) else None
+            if out is None and isinstance(output, tuple | list) and output and isinstance(output[0], torch.Tensor):
+                out = output[0]
+            if out is not None and i < len(names.get(path, [])):
+                values[names[path][i]] = out
+        return hook
+
+    for path, mod in model.named_modules():
+        if path in names:
+            handles.append(mod.register_forward_hook(hook_for(path)))
+    try:
+        with torch.enable_grad() if keep_grad else contextlib.nullcontext():
+            out = _first_tensor(model(x))
+    finally:
+        for h in handles:
+            h.remove()
+    inputs = [n.name for n in graph.nodes if n.op == "placeholder"]
+    if inputs:
+        values[inputs[0]] = x
+    outs = [n for n in graph.nodes if n.op == "output"]
+    if outs:
+        values[outs[0].name] = out
+    return values
+
+
+def same_rows(value: torch.Tensor, batch: int, rtol: float = 1e-5) -> bool | None:
+    """Whether every sample's row of ``value`` equals the first's (None: no batch dimension)."""
+    if value.dim() == 0 or value.shape[0] != batch or not value.dtype.is_floating_point:
+        return None
+    flat = value.reshape(batch, -1)
+    scale = float(flat.abs().max()) if flat.numel() else 0.0
+    return bool((flat - flat[:1]).abs().max() <= rtol * scale + 1e-12)
