@@ -195,8 +195,9 @@ class CheckContext:
                 {k: by_id[id(v)].detach() for k, v in values.items() if by_id.get(id(v)) is not None})
         return self._cache["gradient_records"]
 
-    def trained_copy(self, x, y, steps: int, *, lr: float = 3e-3, stop_below=None) -> tuple[nn.Module, list[float]]:
-        """A copy of the model trained on (x, y) with Adam (dropout off): the copy and its losses.
+    def trained_copy(self, x, y, steps: int, *, lr: float = 3e-3, stop_below=None, held=None):
+        """A copy of the model trained on (x, y) with Adam (dropout off): the copy, its losses and, with
+        ``held=(x, y)``, the loss on those held-out samples every 5 steps.
 
         ``stop_below(first_loss)`` gives a loss at which training may stop early."""
         key = ("train", id(x), id(y), steps)
@@ -209,8 +210,11 @@ class CheckContext:
             params = [p for p in model.parameters() if p.requires_grad]
             torch.manual_seed(self.seed)
             opt = torch.optim.Adam(params, lr=lr)
-            losses = []
-            for _ in range(steps):
+            losses, held_losses = [], []
+            for step in range(steps):
+                if held is not None and step % 5 == 0:
+                    with torch.no_grad():
+                        held_losses.append(float(self.loss(_first_tensor(model(held[0])), held[1])))
                 opt.zero_grad(set_to_none=True)
                 loss = self.loss(_first_tensor(model(x)), y)
                 value = float(loss.detach())
@@ -222,8 +226,8 @@ class CheckContext:
                 loss.backward()
                 opt.step()
             model.eval()
-            self._cache[key] = (model, losses, x, y)
-        return self._cache[key][:2]
+            self._cache[key] = (model, losses, held_losses, x, y)
+        return self._cache[key][:3] if held is not None else self._cache[key][:2]
 
 
 @contextlib.contextmanager

@@ -155,9 +155,14 @@ class Randomness(Check):
 
 def _first_difference(graph, a: dict, b: dict) -> str | None:
     for n in graph.nodes:
-        if n.name in a and n.name in b and a[n.name].shape == b[n.name].shape and not torch.equal(a[n.name], b[n.name]):
+        if n.name in a and n.name in b and a[n.name].shape == b[n.name].shape and not _equal(a[n.name], b[n.name]):
             return n.name
     return None
+
+
+def _equal(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Equal, counting NaN as equal to NaN (a NaN is a finding of its own, not randomness)."""
+    return bool(((a == b) | (a.isnan() & b.isnan())).all()) if a.dtype.is_floating_point else torch.equal(a, b)
 
 
 def _difference(ctx, a, b) -> float:

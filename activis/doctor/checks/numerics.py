@@ -202,7 +202,7 @@ class DeadReLU(Check):
             if kind_of(n) != "relu" or n.name not in values:
                 continue
             v = values[n.name]
-            if v.dim() < 2 or v.shape[0] != len(x):
+            if v.dim() < 2 or v.shape[0] != len(x) or not _finite(v):
                 continue
             unit = -1 if v.dim() == 3 else 1
             active = (v > 0).movedim(unit, 0).reshape(v.shape[unit], -1).any(1)

@@ -91,6 +91,8 @@ class LossSign(Check):
 
     def run(self, ctx):
         out, y = ctx.output(), ctx.y
+        if not bool(torch.isfinite(out).all()):
+            raise Skip("the model's output is not finite (see non_finite)")
         perfect, wrong = _ideal_predictions(out, y)
         with torch.no_grad():
             at_init = float(ctx.loss(out, y))

@@ -1,0 +1,104 @@
+"""The training doctor before training: each check finds its planted bug at the right place and stays
+silent on the healthy twin; the report renders escaped, converts to a DataFrame, and leaves the model alone."""
+
+import warnings
+
+import numpy as np
+import pytest
+import torch
+from doctor_cases import CASES, MLP, digits
+from torch import nn
+
+import activis
+from activis.doctor import CHECKS, DoctorError, Finding, Report, checkup
+
+warnings.filterwarnings("ignore", category=UserWarning)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_planted_bug_is_found_at_its_place_and_twin_is_silent(case):
+    report = checkup(**case.build(bug=True), checks=[case.check])
+    assert case.check in report.ran, report.skipped
+    assert case.found(report), report
+    twin = checkup(**case.build(bug=False), checks=[case.check])
+    assert case.check in twin.ran, twin.skipped
+    assert not twin.findings, twin
+
+
+def test_every_check_has_a_planted_bug():
+    assert {c.check for c in CASES} == set(CHECKS)
+
+
+def test_full_checkup_of_a_healthy_model_is_clean_and_leaves_it_untouched():
+    model = MLP(64, 10)
+    model.train()
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    opt = torch.optim.Adam(model.parameters(), 1e-3)
+    rng = torch.get_rng_state()
+    report = checkup(model, digits(), nn.CrossEntropyLoss(), opt)
+    assert report.clean, report
+    assert model.training and all(torch.equal(before[k], v) for k, v in model.state_dict().items())
+    assert all(p.grad is None for p in model.parameters())
+    assert torch.equal(rng, torch.get_rng_state())
+    # a check that cannot run is listed with its reason, never as passed
+    assert "train_test_overlap" in report.skipped and "train_test_overlap" not in report.ran
+    assert "test_data" in report.skipped["train_test_overlap"]
+    assert set(report.ran) | set(report.skipped) == set(CHECKS)
+
+
+def test_a_check_that_breaks_is_skipped_with_the_reason():
+    def broken_loss(out, y):
+        raise RuntimeError("boom")
+    report = checkup(MLP(64, 10), digits(), broken_loss, checks=["loss_sign", "loss_shapes"])
+    assert "boom" in report.skipped["loss_sign"]
+    assert report.of("loss_shapes") and "boom" in report.of("loss_shapes")[0].message
+
+
+def test_report_html_escapes_text_from_the_model_and_converts_to_a_dataframe():
+    evil = "<img src=x onerror=alert(1)>"
+    f = Finding(check="dead_relu", severity="warning", title="Dead ReLUs", message=f"units of {evil} dead",
+                evidence={"dead_fraction": 0.5}, place="node", where=evil, node=evil, change="use <b>GELU</b>")
+    report = Report([f], skipped={"x": evil})
+    html = report._repr_html_()
+    assert evil not in html and "&lt;img src=x" in html and "<b>GELU" not in html
+    frame = report.to_dataframe()
+    assert list(frame["check"]) == ["dead_relu"] and frame.loc[0, "evidence"] == "dead_fraction = 0.5"
+    assert report.markers() == {evil: {"severity": "warning", "count": 1, "title": "Dead ReLUs"}}
+    assert report.at(evil) == [f] and not report.clean
+
+
+def test_bad_input_gets_a_clear_error():
+    with pytest.raises(DoctorError, match="data must be one of"):
+        checkup(MLP(64, 10), "not data", nn.CrossEntropyLoss())
+    with pytest.raises(DoctorError, match="unknown checks"):
+        checkup(MLP(64, 10), digits(), nn.CrossEntropyLoss(), checks=["nope"])
+    X, y = digits()
+    with pytest.raises(DoctorError, match="rows"):
+        checkup(MLP(64, 10), (X, y[:10]), nn.CrossEntropyLoss())
+    with pytest.raises(DoctorError, match="severity"):
+        Finding(check="c", severity="fatal", title="t", message="m")
+
+
+def test_exported_from_the_package():
+    assert activis.checkup is checkup and activis.DoctorError is DoctorError
+
+
+def test_dataset_and_loader_forms():
+    X, y = digits()
+    dataset = torch.utils.data.TensorDataset(torch.from_numpy(X), torch.from_numpy(y))
+    for data in (dataset, torch.utils.data.DataLoader(dataset, batch_size=32, shuffle=True)):
+        report = checkup(MLP(64, 10), data, nn.CrossEntropyLoss(), checks=["input_scale", "batch_labels"])
+        assert report.clean, report
+
+
+def test_transformer_classifier_checks_run():
+    from model_zoo import TransformerClassifier
+
+    model = TransformerClassifier()
+    tokens = torch.randint(0, 50, (200, 6))
+    labels = (tokens[:, 0] % 4)
+    report = checkup(model, (tokens, labels), nn.CrossEntropyLoss(), checks=[
+        "input_dependence", "gradient_coverage", "non_finite", "input_scale", "dead_relu"])
+    assert "input_scale" in report.skipped  # token ids are not a scale question
+    assert not report.of("input_dependence") and not report.of("non_finite"), report
+    assert np.isfinite(sum(report.seconds.values()))
