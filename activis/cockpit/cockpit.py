@@ -270,12 +270,14 @@ class Cockpit:
     ``mc_samples`` random mixtures of the loss Hessian's columns instead of all C of them,
     the reference's ``diag_ggn_mc``) or ``"auto"`` (the first exact one, else Hutchinson). Which
     one produced a value is recorded as ``hess_diag_method`` in the log.
+    ``doctor=True`` also watches the run for training problems (``cockpit.doctor``: a
+    `activis.doctor.watchers.TrainingDoctor`, fed every tracked step's readings).
     """
 
     def __init__(self, model: nn.Module, quantities: str | Iterable[Quantity] = "economy", *,
                  log_dir=None, run: str | None = None, optimizer=None, hessian_diagonal: str = "auto",
                  full_hessian_max_params: int = 2048, hutchinson_samples: int = 20, mc_samples: int = 1,
-                 chunk_size: int = 32, fsync_interval: float = 1.0, seed: int = 0):
+                 chunk_size: int = 32, fsync_interval: float = 1.0, seed: int = 0, doctor: bool = False):
         if not isinstance(model, nn.Module):
             raise TypeError(f"Cockpit needs a torch.nn.Module, got {type(model).__name__}")
         self.model = model
@@ -284,6 +286,11 @@ class Cockpit:
         if not self.params:
             raise ValueError("the model has no parameters that require gradients")
         self.optimizer = optimizer
+        self.doctor = None  # the training doctor's watchers (doctor=True), fed each step's readings
+        if doctor:
+            from ..doctor.watchers import TrainingDoctor
+
+            self.doctor = TrainingDoctor(model, self.params)
         self.chunk_size = chunk_size
         self.hutchinson_samples, self.mc_samples = hutchinson_samples, mc_samples
         self._generator = torch.Generator().manual_seed(seed)
@@ -398,6 +405,8 @@ class Cockpit:
         if bad:
             raise ValueError(f"{bad} are quantity names; pick other names for metrics")
         self.log.append(step, {k: float(v) for k, v in values.items()})
+        if self.doctor is not None:
+            self.doctor.observe(step, {k: float(v) for k, v in values.items()})
 
     def close(self) -> None:
         """Remove the model and optimizer hooks and close the log files."""
@@ -406,6 +415,8 @@ class Cockpit:
             for h in handles:
                 h.remove()
         self._watched = {}
+        if self.doctor is not None:
+            self.doctor.close()
         self.log.close()
 
     # ---------------------------------------------------------------- was the last step plain SGD?
@@ -614,6 +625,8 @@ class _Tracking:
         if earlier:
             arrays = {k: earlier.pop(k) for k in list(earlier) if k in cp.log.meta["arrays"]}
             cp.log.append(step - 1, earlier, arrays)
+            if cp.doctor is not None:
+                cp.doctor.observe(step - 1, earlier)
         if self.active:
             arrays = {k: values.pop(k) for k in list(values) if k in cp.log.meta["arrays"]}
             values["batch_size"] = ctx.batch_size
@@ -622,6 +635,8 @@ class _Tracking:
             if "hess_diag" in ctx._cache and not isinstance(ctx._cache["hess_diag"], Unavailable):
                 values["hess_diag_method"] = cp.hess_method
             cp.log.append(step, values, arrays)
+            if cp.doctor is not None:
+                cp.doctor.observe(step, values)
 
     def _run(self, q: Quantity, values: dict, compute) -> None:
         try:

@@ -1,0 +1,423 @@
+"""The doctor during training: watchers over the quantities the cockpit already computes.
+
+``Cockpit(model, ..., doctor=True)`` makes a `TrainingDoctor` that the cockpit hands every tracked
+step's readings (Loss, GradNorm, UpdateSize, Alpha, ... and the metrics given to ``log_metrics``).
+Each watcher (one class per problem) keeps a little state and reports a problem once, with the
+step where it began. Watchers never raise into the training loop: one that fails is listed as
+skipped with the reason. Dying ReLUs need the units' activity, which the cockpit does not record:
+that watcher adds one forward hook per ``nn.ReLU`` that counts active units (a comparison and an
+``any`` per call).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections import deque
+from collections.abc import Callable
+
+import torch
+from torch import nn
+
+from ..cockpit.log import layer_of
+from .findings import Finding, Report
+
+
+class Watcher:
+    """One problem watched during training. ``observe`` returns the findings that are new at this step."""
+
+    id = ""
+    title = ""
+
+    def __init__(self, doctor: TrainingDoctor):
+        self.doctor = doctor
+
+    def observe(self, step: int, values: dict) -> list[Finding]:
+        raise NotImplementedError
+
+    def finding(self, severity, message, change, step, *, evidence=None, place="model", where="", node=None):
+        return Finding(check=self.id, severity=severity, title=self.title, message=message,
+                       evidence=dict(evidence or {}), place=place, where=where, node=node, change=change, step=step)
+
+
+def _finite(v) -> bool:
+    return v is not None and math.isfinite(v)
+
+
+class LossNotFinite(Watcher):
+    id, title = "loss_not_finite", "NaN or Inf loss"
+
+    def observe(self, step, values):
+        loss = values.get("Loss")
+        if loss is None or math.isfinite(loss):
+            return []
+        return [self.finding("error", f"The loss became {loss} at step {step}.",
+                             "Lower the learning rate, clip gradients, and look for log/exp/division of values "
+                             "that reach 0 or overflow (run activis.checkup on the failing batch).", step,
+                             evidence={"loss": loss}, place="loss")]
+
+
+class Divergence(Watcher):
+    """The loss climbs far above its best so far and stays there."""
+
+    id, title = "divergence", "Loss diverges"
+    factor, patience = 10.0, 3
+
+    def __init__(self, doctor):
+        super().__init__(doctor)
+        self.best, self.first, self.since, self.count = math.inf, None, None, 0
+
+    def observe(self, step, values):
+        loss = values.get("Loss")
+        if not _finite(loss):
+            return []
+        if self.first is None:
+            self.first = loss
+        self.best = min(self.best, loss)
+        if loss > self.factor * max(self.best, 1e-12) and loss > 2 * abs(self.first):
+            self.since = step if self.since is None else self.since
+            self.count += 1
+            if self.count >= self.patience:
+                return [self.finding("error", f"The loss rose from its best {self.best:.4g} to {loss:.4g}.",
+                                     "Lower the learning rate (by 10x), add gradient clipping or warm-up.", self.since,
+                                     evidence={"best_loss": self.best, "loss": loss}, place="optimizer")]
+        else:
+            self.since, self.count = None, 0
+        return []
+
+
+class Plateau(Watcher):
+    """The smoothed loss stops falling while it is still above half its starting value."""
+
+    id, title = "plateau", "Loss plateau"
+    window = 50
+
+    def __init__(self, doctor):
+        super().__init__(doctor)
+        self.ema, self.start, self.history = None, None, deque(maxlen=self.window + 1)
+
+    def observe(self, step, values):
+        loss = values.get("Loss")
+        if not _finite(loss):
+            return []
+        self.ema = loss if self.ema is None else 0.9 * self.ema + 0.1 * loss
+        self.history.append((step, self.ema))
+        if len(self.history) <= self.window // 5:
+            self.start = self.ema if len(self.history) == self.window // 5 else None
+            return []
+        old_step, old = self.history[0]
+        if len(self.history) < self.window + 1 or self.start is None:
+            return []
+        change = (old - self.ema) / max(abs(old), 1e-12)
+        if change < 0.01 and self.ema > 0.5 * self.start:
+            return [self.finding("warning", f"Over {self.window} steps the smoothed loss fell by {change:.1%} "
+                                 f"and is still {self.ema / self.start:.0%} of where it started.",
+                                 "Raise the learning rate, check that gradients reach every layer (activis.checkup), "
+                                 "or change the optimizer.", old_step,
+                                 evidence={"relative_change": change, "loss": self.ema, "start_loss": self.start},
+                                 place="optimizer")]
+        return []
+
+
+class Oscillation(Watcher):
+    """The loss zig-zags: successive changes alternate in sign with a large amplitude."""
+
+    id, title = "oscillation", "Loss oscillates"
+    window = 20
+
+    def __init__(self, doctor):
+        super().__init__(doctor)
+        self.losses = deque(maxlen=self.window)
+
+    def observe(self, step, values):
+        loss = values.get("Loss")
+        if not _finite(loss):
+            return []
+        self.losses.append(loss)
+        if len(self.losses) < self.window:
+            return []
+        diffs = [b - a for a, b in zip(self.losses, list(self.losses)[1:])]
+        flips = sum(a * b < 0 for a, b in zip(diffs, diffs[1:])) / (len(diffs) - 1)
+        amplitude = statistics.fmean(abs(d) for d in diffs) / max(statistics.fmean(self.losses), 1e-12)
+        if flips >= 0.85 and amplitude > 0.1:
+            return [self.finding("warning", f"The loss went up and down in {flips:.0%} of the last {self.window} "
+                                 f"steps, by {amplitude:.0%} of its size.",
+                                 "Lower the learning rate, or use momentum/Adam with a smaller step.",
+                                 step - self.window + 1, evidence={"sign_flips": flips, "amplitude": amplitude},
+                                 place="optimizer")]
+        return []
+
+
+class AccuracyFlat(Watcher):
+    """An accuracy metric (from ``log_metrics``) that has not improved over its first values."""
+
+    id, title = "accuracy_flat", "Accuracy not improving"
+    patience = 20
+
+    def __init__(self, doctor):
+        super().__init__(doctor)
+        self.values: list[tuple[int, float]] = []
+
+    def observe(self, step, values):
+        name = next((k for k in values if "acc" in k.lower() and isinstance(values[k], float | int)), None)
+        if name is None or not _finite(float(values[name])):
+            return []
+        self.values.append((step, float(values[name])))
+        if len(self.values) < self.patience:
+            return []
+        early = statistics.fmean(v for _, v in self.values[:5])
+        recent = statistics.fmean(v for _, v in self.values[-10:])
+        if recent - early < 0.01:
+            return [self.finding("warning", f"{name} has not improved over {len(self.values)} readings "
+                                 f"(mean of the last 10: {recent:.3g}, of the first 5: {early:.3g}).",
+                                 "Run activis.checkup: check label coupling, gradient flow and the learning rate.",
+                                 self.values[0][0], evidence={"recent": recent, "first": early}, place="model")]
+        return []
+
+
+class ExplodingGradients(Watcher):
+    """A layer's gradient norm a thousand times its norm over the first steps, or not finite."""
+
+    id, title = "exploding_gradients", "Exploding gradients"
+    factor = 1e3
+
+    def __init__(self, doctor):
+        super().__init__(doctor)
+        self.early: dict[str, list[float]] = {}
+
+    def observe(self, step, values):
+        norms = values.get("GradNorm")
+        if not isinstance(norms, list):
+            return []
+        found = []
+        for layer, n in self.doctor.layer_norms(norms).items():
+            early = self.early.setdefault(layer, [])
+            if len(early) < 5:
+                if math.isfinite(n):
+                    early.append(n)
+                continue
+            base = statistics.median(early)
+            if not math.isfinite(n) or (base > 0 and n > self.factor * base):
+                found.append(self.finding(
+                    "error", f"The gradient of {layer} reached {n:.3g}, {n / base if base else math.inf:.3g} times "
+                    "its size over the first steps.",
+                    "Clip gradients (torch.nn.utils.clip_grad_norm_), lower the learning rate, add normalisation.",
+                    step, evidence={"grad_norm": n, "early_grad_norm": base}, place="module", where=layer,
+                    node=layer))
+        return found
+
+
+class VanishingGradients(Watcher):
+    """The first layer's gradient a thousandth of the last layer's and tiny (AutoTrainer's rule), for 5 steps."""
+
+    id, title = "vanishing_gradients", "Vanishing gradients"
+
+    def __init__(self, doctor):
+        super().__init__(doctor)
+        self.since, self.count = None, 0
+
+    def observe(self, step, values):
+        norms = values.get("GradNorm")
+        if not isinstance(norms, list) or len(self.doctor.layers) < 2:
+            return []
+        rms = self.doctor.layer_norms(norms, rms=True)
+        first, last = rms[self.doctor.layers[0]], rms[self.doctor.layers[-1]]
+        if last > 0 and first / last < 1e-3 and first < 1e-4:
+            self.since = step if self.since is None else self.since
+            self.count += 1
+            if self.count >= 5:
+                layer = self.doctor.layers[0]
+                return [self.finding(
+                    "warning", f"The gradient of the first layer ({layer}) is {first / last:.2g} times the last "
+                    "layer's: the early layers barely learn.",
+                    "Use ReLU-family activations with He initialisation, normalisation or residual connections.",
+                    self.since, evidence={"first_rms": first, "last_rms": last}, place="module", where=layer,
+                    node=layer)]
+        else:
+            self.since, self.count = None, 0
+        return []
+
+
+class UpdateBlindSpots(Watcher):
+    """Parameters whose relative update ||dtheta|| / ||theta|| stays below 1e-5 (DeepInsight's blind spots), or
+    above 0.1, over 20 tracked steps."""
+
+    id, title = "update_size", "Weight-change blind spots"
+    window, low, high = 20, 1e-5, 0.1
+
+    def __init__(self, doctor):
+        super().__init__(doctor)
+        self.ratios: dict[str, deque] = {}
+
+    def observe(self, step, values):
+        updates = values.get("UpdateSize")
+        if not isinstance(updates, list):
+            return []
+        norms = [float(n) for n in torch._foreach_norm([p.detach() for _, p in self.doctor.params])]
+        per_layer: dict[str, list[float]] = {}
+        for name, u, n in zip(self.doctor.names, updates, norms):
+            if n > 1e-8 and math.isfinite(u):
+                per_layer.setdefault(layer_of(name), []).append(u / n)
+        found = []
+        for layer, ratios in per_layer.items():
+            history = self.ratios.setdefault(layer, deque(maxlen=self.window))
+            history.append(max(ratios))
+            if len(history) < self.window:
+                continue
+            median = statistics.median(history)
+            if median < self.low or median > self.high:
+                stalled = median < self.low
+                found.append(self.finding(
+                    "warning", f"{layer}'s weights change by {median:.2g} of their size per step "
+                    f"({'they barely move' if stalled else 'too much'}).",
+                    ("Check that the optimizer holds these parameters and that their learning rate is not ~0; "
+                     "check that gradients reach them." if stalled else
+                     "Lower the learning rate for this layer, or add warm-up."),
+                    step - self.window + 1, evidence={"median_relative_update": median}, place="module",
+                    where=layer, node=layer))
+        return found
+
+
+class StepSize(Watcher):
+    """The Cockpit's alpha: the median over 20 steps well above 1 (each step overshoots the valley)."""
+
+    id, title = "step_size", "Step size overshoots or crawls"
+    window = 20
+
+    def __init__(self, doctor):
+        super().__init__(doctor)
+        self.alphas: deque = deque(maxlen=self.window)
+
+    def observe(self, step, values):
+        alpha = values.get("Alpha")
+        if not _finite(alpha):
+            return []
+        self.alphas.append((step, alpha))
+        if len(self.alphas) < self.window:
+            return []
+        median = statistics.median(a for _, a in self.alphas)
+        if median > 1.0:
+            return [self.finding("warning", f"The median alpha over {self.window} steps is {median:.2f}: every step "
+                                 "lands higher on the far side of the valley.",
+                                 "Lower the learning rate (alpha near 0 is a step to the bottom).",
+                                 self.alphas[0][0], evidence={"median_alpha": median}, place="optimizer")]
+        if median < -0.95:
+            return [self.finding("note", f"The median alpha over {self.window} steps is {median:.2f}: the steps "
+                                 "crawl downhill.", "A larger learning rate may train faster.", self.alphas[0][0],
+                                 evidence={"median_alpha": median}, place="optimizer")]
+        return []
+
+
+class DyingReLUs(Watcher):
+    """The share of a ReLU's units that were never active over a window of training steps grows past 50 %."""
+
+    id, title = "dying_relus", "ReLUs dying"
+    window = 20
+
+    def __init__(self, doctor):
+        super().__init__(doctor)
+        self.active: dict[str, torch.Tensor] = {}
+        self.first: dict[str, float] = {}
+        self.began: dict[str, int] = {}
+        self.steps = 0
+        self.handles = [m.register_forward_hook(self._hook(path)) for path, m in doctor.model.named_modules()
+                        if isinstance(m, nn.ReLU)]
+
+    def _hook(self, path):
+        def hook(module, _inputs, output):
+            if not module.training or not isinstance(output, torch.Tensor) or output.dim() < 2:
+                return
+            with torch.no_grad():
+                unit = -1 if output.dim() == 3 else 1
+                active = (output > 0).movedim(unit, 0).reshape(output.shape[unit], -1).any(1)
+            seen = self.active.get(path)
+            self.active[path] = active if seen is None or seen.shape != active.shape else seen | active
+        return hook
+
+    def observe(self, step, values):
+        if "Loss" not in values:
+            return []
+        self.steps += 1
+        if self.steps % self.window:
+            return []
+        found = []
+        for path, active in self.active.items():
+            dead = 1.0 - float(active.float().mean())
+            first = self.first.setdefault(path, dead)
+            if dead > 0.2:
+                self.began.setdefault(path, step - self.window + 1)
+            if dead > 0.5 and dead > first + 0.2:
+                found.append(self.finding(
+                    "warning", f"{dead:.0%} of {path}'s units were never active over the last {self.window} steps "
+                    f"(at the start: {first:.0%}).",
+                    "Lower the learning rate, use LeakyReLU/GELU, or add normalisation before the ReLU.",
+                    self.began.get(path, step), evidence={"dead_fraction": dead, "at_start": first},
+                    place="module", where=path, node=path))
+        self.active = {}
+        return found
+
+    def close(self):
+        for h in self.handles:
+            h.remove()
+
+
+WATCHERS = [LossNotFinite, Divergence, Plateau, Oscillation, AccuracyFlat, ExplodingGradients, VanishingGradients,
+            UpdateBlindSpots, StepSize, DyingReLUs]
+
+
+class TrainingDoctor:
+    """The watchers of one training run; ``cockpit.doctor`` when the cockpit was made with ``doctor=True``.
+
+    ``findings`` grows as problems appear (each reported once per place); ``subscribe(callback)``
+    calls ``callback(finding)`` for each new one; ``report()`` gives them as a `Report`.
+    """
+
+    def __init__(self, model: nn.Module, params: list[tuple[str, torch.nn.Parameter]], watchers=None):
+        self.model, self.params = model, params
+        self.names = [n for n, _ in params]
+        self.layers = list(dict.fromkeys(layer_of(n) for n in self.names))
+        self._sizes = {}
+        for n, p in params:
+            self._sizes[layer_of(n)] = self._sizes.get(layer_of(n), 0) + p.numel()
+        self.watchers = [w(self) for w in (watchers or WATCHERS)]
+        self.findings: list[Finding] = []
+        self.skipped: dict[str, str] = {}
+        self._reported: set[tuple[str, str]] = set()
+        self._listeners: list[Callable[[Finding], None]] = []
+
+    def layer_norms(self, norms: list[float], rms: bool = False) -> dict[str, float]:
+        """Per-parameter norms combined per layer: the layer's norm, or its root mean square per element."""
+        sq: dict[str, float] = {}
+        for name, v in zip(self.names, norms):
+            sq[layer_of(name)] = sq.get(layer_of(name), 0.0) + float(v) ** 2
+        return {k: math.sqrt(v / (self._sizes[k] if rms else 1)) for k, v in sq.items()}
+
+    def observe(self, step: int, values: dict) -> None:
+        """Hand the watchers one step's readings; never raises."""
+        for w in self.watchers:
+            if w.id in self.skipped:
+                continue
+            try:
+                new = w.observe(step, values)
+            except Exception as e:  # noqa: BLE001 - findings never block training
+                self.skipped[w.id] = f"could not run: {type(e).__name__}: {e}"
+                continue
+            for f in new:
+                key = (f.check, f.where)
+                if key not in self._reported:
+                    self._reported.add(key)
+                    self.findings.append(f)
+                    for callback in list(self._listeners):
+                        callback(f)
+
+    def subscribe(self, callback: Callable[[Finding], None]) -> Callable[[], None]:
+        self._listeners.append(callback)
+        return lambda: self._listeners.remove(callback) if callback in self._listeners else None
+
+    def report(self) -> Report:
+        return Report(self.findings, self.skipped, [w.id for w in self.watchers if w.id not in self.skipped])
+
+    def close(self) -> None:
+        for w in self.watchers:
+            if hasattr(w, "close"):
+                w.close()
