@@ -27,7 +27,7 @@ _EXPORTS = {
     "sample_instances": "analysis",
     "Cockpit": "cockpit", "read_log": "cockpit", "load_runs": "cockpit", "configuration": "cockpit",
     "CockpitLog": "cockpit",
-    "checkup": "doctor", "DoctorError": "doctor",
+    "checkup": "doctor", "DoctorError": "doctor", "DoctorReport": "widgets",
     "GraphView": "widgets", "ActivationMatrix": "widgets", "ProjectionView": "widgets",
     "InstancePanel": "widgets", "SubsetPanel": "widgets", "Selection": "widgets", "Explorer": "widgets",
     "CockpitPanel": "widgets", "MisclassificationView": "widgets",

@@ -17,6 +17,7 @@ _VIEWS = {
     "Explorer": "explorer",
     "CockpitPanel": "cockpit_panel",
     "MisclassificationView": "misclassification_view",
+    "DoctorReport": "doctor_report",
 }
 
 __all__ = sorted(_VIEWS)
