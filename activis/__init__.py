@@ -28,6 +28,7 @@ _EXPORTS = {
     "Cockpit": "cockpit", "read_log": "cockpit", "load_runs": "cockpit", "configuration": "cockpit",
     "CockpitLog": "cockpit",
     "checkup": "doctor", "DoctorError": "doctor", "DoctorReport": "widgets",
+    "checkup": "doctor", "DoctorError": "doctor",
     "GraphView": "widgets", "ActivationMatrix": "widgets", "ProjectionView": "widgets",
     "InstancePanel": "widgets", "SubsetPanel": "widgets", "Selection": "widgets", "Explorer": "widgets",
     "CockpitPanel": "widgets", "MisclassificationView": "widgets",
