@@ -1,7 +1,8 @@
+// @ts-check
 // DoctorReport: the training doctor's findings, most severe first. Clicking a finding selects its node
 // (selected_finding, selected_node); a node selected elsewhere (a linked GraphView) lists its findings.
 // Every text here comes from the model or the data (names, messages): textContent only, never HTML.
-import { applyTheme } from "./common/theme.js";
+import { defineView } from "./common/view.js";
 import { h } from "./common/dom.js";
 
 const CSS = `
@@ -11,9 +12,6 @@ const CSS = `
 .activis-doctor-row:hover { background: var(--av-bg-alt); }
 .activis-doctor-row[data-selected="true"] { box-shadow: inset 3px 0 0 var(--av-accent); background: var(--av-bg-alt); }
 .activis-doctor-sev { display: inline-block; min-width: 58px; font-weight: 600; text-transform: uppercase; font-size: 11px; }
-.activis-doctor-sev[data-severity="error"] { color: #c62828; }
-.activis-doctor-sev[data-severity="warning"] { color: var(--av-warn); }
-.activis-doctor-sev[data-severity="note"] { color: var(--av-accent); }
 .activis-doctor-title { font-weight: 600; }
 .activis-doctor-place { color: var(--av-fg-muted); margin-left: 6px; font-family: var(--av-code-font); font-size: 12px; }
 .activis-doctor-line { margin: 2px 0 0 64px; }
@@ -22,17 +20,16 @@ const CSS = `
 .activis-doctor-skipped { color: var(--av-fg-muted); font-size: 12px; padding: 4px 0; }
 `;
 
-function injectCss() {
-  if (document.getElementById("activis-doctor-style")) return;
-  const style = document.createElement("style");
-  style.id = "activis-doctor-style";
-  style.textContent = CSS;
-  document.head.appendChild(style);
-}
-
-function row(f, selected, onClick) {
+/**
+ * One finding as a row.
+ * @param {any} f the finding (see activis/widgets/doctor_report.py)
+ * @param {boolean} selected
+ * @param {string} colour the severity's colour from the palette
+ * @param {() => void} onClick
+ */
+function row(f, selected, colour, onClick) {
   const head = h("div", {}, [
-    h("span", { className: "activis-doctor-sev", "data-severity": f.severity, text: f.severity }),
+    h("span", { className: "activis-doctor-sev", "data-severity": f.severity, text: f.severity, style: { color: colour } }),
     h("span", { className: "activis-doctor-title", text: f.title }),
     h("span", { className: "activis-doctor-place", text: f.place + (f.step >= 0 ? ` · from step ${f.step}` : "") }),
   ]);
@@ -47,54 +44,54 @@ function row(f, selected, onClick) {
   return el;
 }
 
-function render({ model, el }) {
-  applyTheme(el);
-  injectCss();
-  el.classList.add("activis-doctor");
-  const summary = h("span", { className: "activis-doctor-summary" });
-  const filterNote = h("span", { className: "activis-doctor-filter", style: { color: "var(--av-fg-muted)" } });
-  const showAll = h("button", { text: "Show all", title: "List every finding (clears the selected node)" });
-  const toolbar = h("div", { className: "activis-toolbar" }, [summary, filterNote, showAll]);
-  const list = h("div", { className: "activis-doctor-list" });
-  const skipped = h("details", { className: "activis-doctor-skipped" });
-  el.append(toolbar, list, skipped);
+export default defineView({
+  name: "doctor",
+  css: CSS,
+  setup(kit) {
+    const { model, el } = kit;
+    const summary = h("span", { className: "activis-doctor-summary" });
+    const filterNote = h("span", { className: "activis-doctor-filter", style: { color: "var(--av-fg-muted)" } });
+    const showAll = h("button", { text: "Show all", title: "List every finding (clears the selected node)" });
+    const toolbar = h("div", { className: "activis-toolbar" }, [summary, filterNote, showAll]);
+    const list = h("div", { className: "activis-doctor-list" });
+    const skipped = h("details", { className: "activis-doctor-skipped" });
+    el.append(toolbar, list, skipped);
 
-  function select(index) {
-    model.set("selected_finding", index);
-    model.save_changes();
-  }
+    const select = (/** @type {number} */ index) => {
+      model.set("selected_finding", index);
+      model.save_changes();
+    };
 
-  function draw() {
-    el.style.height = `${model.get("height")}px`;
-    const findings = model.get("findings") || [];
-    const node = model.get("selected_node");
-    const chosen = model.get("selected_finding");
-    const atNode = node ? findings.filter((f) => (f.keys || []).includes(node)) : [];
-    const shown = atNode.length ? atNode : findings;
-    summary.textContent = model.get("summary");
-    filterNote.textContent = node
-      ? (atNode.length ? ` · ${atNode.length} at ${node}` : ` · none at ${node}`)
-      : "";
-    showAll.style.display = node ? "" : "none";
-    list.replaceChildren(...shown.map((f) => row(f, f.index === chosen || atNode.includes(f), () => select(f.index))));
-    if (!findings.length) list.append(h("div", { className: "activis-doctor-row", text: "No findings." }));
-    const skips = model.get("skipped") || [];
-    skipped.replaceChildren(h("summary", { text: `${skips.length} checks skipped` }),
-      ...skips.map((s) => h("div", { text: `${s.check}: ${s.reason}` })));
-    skipped.style.display = skips.length ? "" : "none";
-    el.dataset.shown = String(atNode.length ? atNode.length : findings.length);
-    el.dataset.rendered = String(Number(el.dataset.rendered || 0) + 1);
-  }
+    function draw() {
+      el.style.height = `${model.get("height")}px`;
+      /** @type {any[]} */
+      const findings = model.get("findings") || [];
+      const node = model.get("selected_node");
+      const chosen = model.get("selected_finding");
+      const atNode = node ? findings.filter((f) => (f.keys || []).includes(node)) : [];
+      const shown = atNode.length ? atNode : findings;
+      const colours = kit.palette().severity || {};
+      summary.textContent = model.get("summary");
+      filterNote.textContent = node ? (atNode.length ? ` · ${atNode.length} at ${node}` : ` · none at ${node}`) : "";
+      showAll.style.display = node ? "" : "none";
+      list.replaceChildren(...shown.map((f) => row(f, f.index === chosen || atNode.includes(f),
+        colours[f.severity] || "var(--av-fg)", () => select(f.index))));
+      if (!findings.length) list.append(h("div", { className: "activis-doctor-row", text: "No findings." }));
+      /** @type {{check: string, reason: string}[]} */
+      const skips = model.get("skipped") || [];
+      skipped.replaceChildren(h("summary", { text: `${skips.length} checks skipped` }),
+        ...skips.map((s) => h("div", { text: `${s.check}: ${s.reason}` })));
+      skipped.style.display = skips.length ? "" : "none";
+      el.dataset.shown = String(shown.length);
+      el.dataset.rendered = String(Number(el.dataset.rendered || 0) + 1);
+    }
 
-  showAll.addEventListener("click", () => {
-    model.set("selected_node", "");
-    model.set("selected_finding", -1);
-    model.save_changes();
-  });
-  const events = ["findings", "skipped", "summary", "selected_node", "selected_finding", "height"].map((n) => `change:${n}`);
-  for (const event of events) model.on(event, draw);
-  draw();
-  return () => { for (const event of events) model.off(event, draw); };
-}
-
-export default { render };
+    kit.listen(showAll, "click", () => {
+      model.set("selected_node", "");
+      model.set("selected_finding", -1);
+      model.save_changes();
+    });
+    kit.on("findings skipped summary selected_node selected_finding height colours", draw);
+    draw();
+  },
+});

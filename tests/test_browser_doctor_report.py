@@ -66,11 +66,12 @@ def test_doctor_report_and_graph_view_linked(lab, page):
     assert page.locator("img[src='x']").count() == 0 and dialogs == []
 
     # nodes with findings carry their marker as text
-    marked = graph.locator(".activis-node[data-marker]")
+    marked = graph.locator(".activis-node[data-marker-severity]")
     assert marked.count() == 2
     detach = graph.locator(".activis-node[data-layer='detach']")
-    assert detach.get_attribute("data-marker") == "error"
-    assert detach.locator(".activis-marker").text_content() == "error 1"
+    assert detach.get_attribute("data-marker-severity") == "error"
+    assert detach.get_attribute("data-marker-count") == "1"
+    assert detach.locator(".activis-marker text").text_content().endswith(" 1")
 
     # clicking a finding selects its node in GraphView (and Python sees it)
     first.click()
@@ -79,7 +80,7 @@ def test_doctor_report_and_graph_view_linked(lab, page):
     assert result["layer"] == "detach" and result["finding"] == 0
 
     # clicking a node in GraphView lists its findings
-    xss_node = graph.locator(".activis-node[data-marker='warning']")
+    xss_node = graph.locator(".activis-node[data-marker-severity='warning']")
     xss_node.click()
     page.wait_for_function("(el) => el.dataset.shown === '1'", arg=report.element_handle())
     assert report.locator(".activis-doctor-row[data-selected='true']").count() == 1
