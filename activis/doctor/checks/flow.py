@@ -131,25 +131,24 @@ class Randomness(Check):
                 "warning", f"The model is in eval mode but {', '.join(stray[:3])} are in training mode.",
                 "Call model.eval() after any module's .train(), and do not set .training by hand.",
                 evidence={"modules": len(stray)}, place="module", where=stray[0], node=ctx.node_of_module(stray[0])))
-        first = ctx.record(x, seed=1)
-        second = ctx.record(x, seed=2)
-        node = _first_difference(ctx.graph, first, second)
-        if node is not None:
-            findings.append(self.finding(
-                "error", f"Two evaluations of the same input in eval mode differ, from {node!r} on.",
-                f"Make {node!r} deterministic in eval mode: nn.Dropout instead of F.dropout(x) (which is "
-                "on by default; pass training=self.training), no sampling in forward when not training.",
-                evidence={"max_difference": _difference(ctx, first, second)}, place="node", where=node, node=node))
-            return findings
-        a = ctx.record(x, train=True, seed=ctx.seed)
-        b = ctx.record(x, train=True, seed=ctx.seed)
-        node = _first_difference(ctx.graph, a, b)
-        if node is not None:
-            findings.append(self.finding(
-                "warning", f"Two training-mode passes under the same torch seed differ, from {node!r} on.",
-                f"Draw the randomness at {node!r} from torch's generator (torch.rand*, not numpy or random), "
-                "so that a fixed seed repeats a run.",
-                evidence={"max_difference": _difference(ctx, a, b)}, place="node", where=node, node=node))
+        passes = [  # (two recorded passes, severity, what differs, the change to try)
+            (lambda: (ctx.record(x, seed=1), ctx.record(x, seed=2)), "error",
+             "Two evaluations of the same input in eval mode differ",
+             "Make {node!r} deterministic in eval mode: nn.Dropout instead of F.dropout(x) (which is on by "
+             "default; pass training=self.training), no sampling in forward when not training."),
+            (lambda: (ctx.record(x, train=True, seed=ctx.seed), ctx.record(x, train=True, seed=ctx.seed)),
+             "warning", "Two training-mode passes under the same torch seed differ",
+             "Draw the randomness at {node!r} from torch's generator (torch.rand*, not numpy or random), so "
+             "that a fixed seed repeats a run."),
+        ]
+        for record, severity, what, change in passes:
+            a, b = record()
+            node = _first_difference(ctx.graph, a, b)
+            if node is not None:
+                findings.append(self.finding(
+                    severity, f"{what}, from {node!r} on.", change.format(node=node),
+                    evidence={"max_difference": _difference(ctx, a, b)}, place="node", where=node, node=node))
+                break
         return findings
 
 
