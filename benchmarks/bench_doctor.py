@@ -1,6 +1,6 @@
 """The training doctor on planted bugs: recall, false alarms, checkup time, and the cost of watching a run.
 
-    python benchmarks/bench_doctor.py [--seeds 1] [--rounds 40] [--threads 1]
+    python benchmarks/bench_doctor.py [--seeds 1] [--first-seed 0] [--rounds 40] [--threads 1] [--skip-planted]
 
 Set-ups: tests/doctor_cases.py, one planted bug each (MLP, CNN, GRU/LSTM on scikit-learn's bundled
 data or generated data; every before-training check has at least one), each with a healthy twin
@@ -42,9 +42,9 @@ def timed_checkup(setup: dict):
     return report, time.perf_counter() - start
 
 
-def planted(seeds: int) -> None:
+def planted(seeds: int, first: int = 0) -> None:
     found, missed, alarms, notes, healthy_runs, times = 0, [], [], 0, 0, []
-    for seed in range(seeds):
+    for seed in range(first, first + seeds):
         for case in CASES:
             report, seconds = timed_checkup(case.build(bug=True, seed=seed))
             times.append((seconds, f"{case.name} (bug)"))
@@ -112,6 +112,7 @@ def watching_cost(rounds: int, warmup: int = 5) -> None:
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seeds", type=int, default=1)
+    parser.add_argument("--first-seed", type=int, default=0, help="run seeds first-seed .. first-seed + seeds - 1")
     parser.add_argument("--rounds", type=int, default=40)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--skip-planted", action="store_true")
@@ -119,7 +120,7 @@ def main():
     torch.set_num_threads(args.threads)
     warnings.simplefilter("ignore")
     if not args.skip_planted:
-        planted(args.seeds)
+        planted(args.seeds, args.first_seed)
     watching_cost(args.rounds)
 
 

@@ -102,3 +102,32 @@ def test_transformer_classifier_checks_run():
     assert "input_scale" in report.skipped  # token ids are not a scale question
     assert not report.of("input_dependence") and not report.of("non_finite"), report
     assert np.isfinite(sum(report.seconds.values()))
+
+
+def test_a_training_run_out_of_time_skips_the_check_instead_of_judging_it():
+    report = checkup(MLP(64, 10), digits(), nn.CrossEntropyLoss(), checks=["overfit_batch"], train_seconds=0.0)
+    assert "overfit_batch" in report.skipped and "train_seconds" in report.skipped["overfit_batch"]
+
+
+class Untraceable(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1, self.act, self.fc2 = nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, 10)
+
+    def forward(self, x):
+        h = self.act(self.fc1(x))
+        if h.sum() >= 0:  # data-dependent control flow: torch.fx cannot trace it, the graph comes from hooks
+            h = h * 1.0
+        return self.fc2(h)
+
+
+def test_a_model_fx_cannot_trace_is_checked_on_its_module_nodes():
+    torch.manual_seed(0)
+    model = Untraceable()
+    with torch.no_grad():
+        model.fc1.bias.fill_(-10.0)
+    report = checkup(model, digits(), nn.CrossEntropyLoss(),
+                     checks=["input_dependence", "dead_relu", "gradient_coverage"])
+    assert {f.node for f in report.of("dead_relu")} == {"act"}
+    assert [f.node for f in report.of("input_dependence")] == ["act"]
+    assert {f.where for f in report.of("gradient_coverage")} == {"fc1.weight", "fc2.weight"}  # no input reaches fc2

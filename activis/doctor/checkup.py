@@ -14,13 +14,15 @@ from .findings import DoctorError, Report
 
 def checkup(model: nn.Module, data, loss_fn, optimizer=None, *, test_data=None, checks=None,
             batch_size: int = 100, max_samples: int = 512, steps: int = 300, seed: int = 0,
-            threads: int | None = 1) -> Report:
+            threads: int | None = 1, train_seconds: float = 20.0) -> Report:
     """Run the before-training checks and return their `Report`.
 
     ``data``: ``(X, y)``, ``(X, y, sample_weight)``, a Dataset or a DataLoader (the training data as
     training will see it); ``loss_fn(output, target)`` returns the mean loss; ``optimizer`` the one
     training will use; ``test_data`` (same forms) enables the overlap check. ``checks`` names a subset
-    (ids of `activis.doctor.checks.CHECKS`). ``steps`` bounds the one-batch overfitting run. The model's
+    (ids of `activis.doctor.checks.CHECKS`). ``steps`` bounds the one-batch overfitting run and
+    ``train_seconds`` the wall time of each training run on a copy (a check whose run ran out of time
+    is skipped, saying so, rather than judged on a short run). The model's
     parameters, gradients, train/eval modes and torch's random state are left as they were.
     ``threads``: torch's intra-op threads while checking (one: the sample's small passes gain nothing
     from more, and lose much when the CPU is shared); None keeps torch's setting.
@@ -32,7 +34,8 @@ def checkup(model: nn.Module, data, loss_fn, optimizer=None, *, test_data=None, 
     chosen = _chosen(checks)
     sample = Data(data, max_samples, seed)
     test = Data(test_data, max_samples, seed) if test_data is not None else None
-    ctx = CheckContext(model, sample, loss_fn, optimizer, test, batch_size=batch_size, seed=seed, steps=steps)
+    ctx = CheckContext(model, sample, loss_fn, optimizer, test, batch_size=batch_size, seed=seed, steps=steps,
+                       train_seconds=train_seconds)
     findings, skipped, ran, seconds = [], {}, [], {}
     rng, saved_threads = torch.get_rng_state(), torch.get_num_threads()
     if threads is not None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import time
 import warnings
 
 import numpy as np
@@ -99,11 +100,13 @@ class CheckContext:
     """Everything a check reads, computed lazily and once."""
 
     def __init__(self, model: nn.Module, data: Data, loss_fn, optimizer, test_data, *, batch_size: int,
-                 seed: int, steps: int):
+                 seed: int, steps: int, train_seconds: float = 20.0):
         self.model, self.data, self.loss_fn, self.optimizer = model, data, loss_fn, optimizer
         self.test_data = test_data
         self.batch_size = min(batch_size, len(data.X))
         self.seed, self.steps = seed, steps
+        self.train_seconds = train_seconds  # wall-time bound of one training run of a copy
+        self.out_of_time: set = set()  # the training runs stopped by that bound
         self.x, self.y = data.X[:self.batch_size], data.Y[:self.batch_size]
         self._cache: dict = {}
 
@@ -211,7 +214,11 @@ class CheckContext:
             torch.manual_seed(self.seed)
             opt = torch.optim.Adam(params, lr=lr)
             losses, held_losses = [], []
+            deadline = time.perf_counter() + self.train_seconds
             for step in range(steps):
+                if time.perf_counter() > deadline:
+                    self.out_of_time.add(key)
+                    break
                 if held is not None and step % 5 == 0:
                     with torch.no_grad():
                         held_losses.append(float(self.loss(_first_tensor(model(held[0])), held[1])))
@@ -256,7 +263,7 @@ def _first_tensor(value):
 def record_nodes(model: nn.Module, graph: ComputationGraph, x, keep_grad: bool = False) -> dict[str, torch.Tensor]:
     """Run the model once and keep every graph node's tensor output (leaf modules' for a hook graph)."""
     values: dict[str, torch.Tensor] = {}
-    if graph.graph_module is not None:
+    if getattr(graph, "graph_module", None) is not None:  # the fx graph: every node, functional ones too
         class Recorder(torch.fx.Interpreter):
             def run_node(self, n):
                 result = super().run_node(n)

@@ -26,6 +26,8 @@ class OverfitBatch(Check):
         if len(x) < 2:
             raise Skip("fewer than 2 samples without conflicting labels")
         model, losses = ctx.trained_copy(x, y, ctx.steps, stop_below=lambda first: self.target * first)
+        if not losses:
+            raise Skip("stopped by train_seconds before the first step; give checkup more train_seconds")
         first = losses[0]
         if not math.isfinite(first) or first <= 0:
             raise Skip(f"the first loss is {first:.4g}, not positive (see loss_sign, non_finite)")
@@ -33,6 +35,9 @@ class OverfitBatch(Check):
         reached = math.isfinite(last) and min(losses) <= self.target * first
         if reached:
             return []
+        if ctx.out_of_time:
+            raise Skip(f"stopped by train_seconds after {len(losses)} of {ctx.steps} steps (loss {first:.4g} -> "
+                       f"{min(losses):.4g}); give checkup more train_seconds")
         return [self.finding(
             "error", f"Trained on {len(x)} samples for {len(losses)} steps, the loss only went from "
             f"{first:.4g} to {min(losses):.4g}: the model cannot memorise one small batch.",
@@ -66,6 +71,8 @@ class LabelCoupling(Check):
         held_real, held_control = _best(real_curve), _best(control_curve)
         with torch.no_grad():
             base = _base_rate_loss(ctx, _out(real, xh), yt, yh)
+        if ctx.out_of_time:
+            raise Skip("the training runs were stopped by train_seconds; give checkup more train_seconds")
         if not (math.isfinite(held_real) and math.isfinite(held_control)):
             raise Skip("the held-out loss is not finite (see non_finite)")
         evidence = {"held_out_loss": held_real, "held_out_loss_shuffled_labels": held_control}
