@@ -29,6 +29,8 @@ _EXPORTS = {
     "CockpitLog": "cockpit",
     "checkup": "doctor", "DoctorError": "doctor", "DoctorReport": "widgets",
     "checkup": "doctor", "DoctorError": "doctor",
+    "evaluate": "evaluation", "EvaluationError": "evaluation", "compare_runs": "evaluation",
+    "compare_stores": "evaluation",
     "GraphView": "widgets", "ActivationMatrix": "widgets", "ProjectionView": "widgets",
     "InstancePanel": "widgets", "SubsetPanel": "widgets", "Selection": "widgets", "Explorer": "widgets",
     "CockpitPanel": "widgets", "MisclassificationView": "widgets",

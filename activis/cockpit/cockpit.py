@@ -313,6 +313,8 @@ class Cockpit:
             "quantities": {q.name: {**q.describe(), "aggregate": q.aggregate} for q in self.quantities},
             "hess_diag_method": self.hess_method,
             "hess_diag_note": self.hess_note,
+            "config": {"n_parameters": sum(p.numel() for _, p in self.params),
+                       **({"optimizer": optimizer_config(optimizer)} if optimizer is not None else {})},
             "arrays": {q.name: {"dtype": "<i8", "shape": self._array_shape(q)}
                        for q in self.quantities if hasattr(q, "bins") or hasattr(q, "grad_bins")},
         }
@@ -407,6 +409,15 @@ class Cockpit:
         self.log.append(step, {k: float(v) for k, v in values.items()})
         if self.doctor is not None:
             self.doctor.observe(step, {k: float(v) for k, v in values.items()})
+
+    def log_eval(self, step: int, labels, scores, *, class_names=None, threshold: float | None = None) -> dict:
+        """Evaluate predictions (labels, and one score per instance or per class, tensors or arrays) and
+        write the metrics (AUC with its DeLong interval, AP, accuracy, F1, ECE...) as ``eval/<metric>``."""
+        from ..evaluation import eval_metrics  # scikit-learn is loaded only by runs that evaluate
+
+        values = eval_metrics(_as_numpy(labels), _as_numpy(scores), class_names=class_names, threshold=threshold)
+        self.log.append(step, {f"eval/{k}": v for k, v in values.items()})
+        return values
 
     def close(self) -> None:
         """Remove the model and optimizer hooks and close the log files."""
@@ -632,6 +643,8 @@ class _Tracking:
             values["batch_size"] = ctx.batch_size
             if self.optimizer is not None:
                 values["lr"] = float(self.optimizer.param_groups[0]["lr"])
+                if "optimizer" not in cp.log.config:  # an optimizer first seen here joins the configuration
+                    values["_config"] = {"optimizer": optimizer_config(self.optimizer)}
             if "hess_diag" in ctx._cache and not isinstance(ctx._cache["hess_diag"], Unavailable):
                 values["hess_diag_method"] = cp.hess_method
             cp.log.append(step, values, arrays)
@@ -646,3 +659,21 @@ class _Tracking:
             self.cockpit._skip(q.name, str(e), values)
         except Exception as e:  # noqa: BLE001 - only at a non-finite step, re-raised otherwise
             self.cockpit._skip(q.name, str(self.ctx.not_finite(e)), values)
+
+
+def optimizer_config(optimizer) -> dict:
+    """An optimizer's type and the scalar hyperparameters of its first parameter group (for run tables)."""
+    group = optimizer.param_groups[0] if optimizer.param_groups else {}
+    hyper = {}
+    for key, value in group.items():
+        if isinstance(value, bool | int | float | str) and key != "params":
+            hyper[key] = value
+        elif isinstance(value, tuple) and all(isinstance(v, int | float) for v in value):
+            hyper[key] = list(value)
+    return {"type": type(optimizer).__name__, "hyperparameters": hyper}
+
+
+def _as_numpy(values):
+    if isinstance(values, torch.Tensor):
+        return values.detach().float().cpu().numpy() if values.is_floating_point() else values.detach().cpu().numpy()
+    return values

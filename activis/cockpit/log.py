@@ -86,6 +86,7 @@ class CockpitLog:
         self._row_steps: dict[str, list[int]] = {name: [] for name in self._rows}
         self._listeners: list[Callable[[CockpitLog], None]] = []
         self.skipped: dict[str, str] = {}  # quantity -> why it could not be computed
+        self.config: dict = dict(self.meta.get("config", {}))  # optimizer, model size; later records add to it
         self._files: dict[str, object] = {}
         self._offset = 0  # bytes of records.jsonl already read (reader)
         self._line = 0  # lines of records.jsonl already read (reader), for warnings
@@ -179,6 +180,7 @@ class CockpitLog:
         merged = self._records.setdefault(step, {})
         merged.update({k: v for k, v in record.items() if not k.startswith("_") and k != "step"})
         self.skipped.update(record.get("_skipped", {}))
+        self.config.update(record.get("_config", {}))
 
     def refresh(self) -> bool:
         """Read what another process appended since the last read; True when there was something."""

@@ -1,0 +1,113 @@
+"""Exact ranking metrics: ROC and PR at every distinct score, their areas, DeLong's variance,
+and how far a bucketed (TensorFlow-style) AUC would be off.
+
+The AUC here is the Mann-Whitney statistic from midranks (tied positive-negative pairs count
+one half, as in `sklearn.metrics.roc_auc_score`); one sort, so a million scores take well under
+a second. Curves come from scikit-learn, which evaluates one threshold per distinct score.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.stats import norm, rankdata
+from sklearn import metrics
+
+from .inputs import EvaluationError
+
+
+def _binary(positive, scores) -> tuple[np.ndarray, np.ndarray]:
+    positive = np.asarray(positive).astype(bool).ravel()
+    scores = np.asarray(scores, dtype=np.float64).ravel()
+    if positive.size != scores.size:
+        raise EvaluationError(f"{positive.size} labels for {scores.size} scores")
+    n_pos = int(positive.sum())
+    if n_pos == 0 or n_pos == positive.size:
+        raise EvaluationError("the AUC needs both positives and negatives; "
+                              f"these {positive.size} instances are all {'positive' if n_pos else 'negative'}")
+    return positive, scores
+
+
+def auc(positive, scores) -> float:
+    """Exact ROC AUC (midranks: ties count one half); equals sklearn's roc_auc_score."""
+    positive, scores = _binary(positive, scores)
+    ranks = rankdata(scores)  # average ranks of ties
+    m = int(positive.sum())
+    n = positive.size - m
+    return float((ranks[positive].sum() - m * (m + 1) / 2) / (m * n))
+
+
+@dataclass(frozen=True)
+class DeLong:
+    """An AUC with DeLong's variance (Sun & Xu's O(n log n) midrank form)."""
+
+    auc: float
+    variance: float
+    positives: np.ndarray  # V10: each positive's share of negatives ranked below it
+    negatives: np.ndarray  # V01: each negative's share of positives ranked above it
+
+    def interval(self, level: float = 0.95) -> tuple[float, float]:
+        half = norm.ppf(0.5 + level / 2) * np.sqrt(self.variance)
+        return max(0.0, self.auc - half), min(1.0, self.auc + half)
+
+
+def delong(positive, scores) -> DeLong:
+    positive, scores = _binary(positive, scores)
+    pos, neg = scores[positive], scores[~positive]
+    m, n = pos.size, neg.size
+    tz = rankdata(np.concatenate([pos, neg]))
+    v10 = (tz[:m] - rankdata(pos)) / n
+    v01 = 1.0 - (tz[m:] - rankdata(neg)) / m
+    var = (v10.var(ddof=1) / m if m > 1 else 0.0) + (v01.var(ddof=1) / n if n > 1 else 0.0)
+    return DeLong(float(v10.mean()), float(var), v10, v01)
+
+
+def delong_difference(positive, scores_a, scores_b) -> dict:
+    """Paired DeLong test of two models' AUCs on the same instances: difference, its SE, z and p."""
+    a, b = delong(positive, scores_a), delong(positive, scores_b)
+    m, n = a.positives.size, a.negatives.size
+    s10 = np.cov(np.stack([a.positives, b.positives])) if m > 1 else np.zeros((2, 2))
+    s01 = np.cov(np.stack([a.negatives, b.negatives])) if n > 1 else np.zeros((2, 2))
+    cov = s10 / m + s01 / n
+    var = cov[0, 0] + cov[1, 1] - 2 * cov[0, 1]
+    diff = a.auc - b.auc
+    se = float(np.sqrt(max(var, 0.0)))
+    z = diff / se if se > 0 else (0.0 if diff == 0 else np.inf)
+    return {"auc_a": a.auc, "auc_b": b.auc, "difference": diff, "se": se, "z": float(z),
+            "p": float(2 * norm.sf(abs(z)))}
+
+
+def roc(positive, scores) -> dict:
+    """The exact ROC curve: one point per distinct score (collinear points kept out, as sklearn does)."""
+    positive, scores = _binary(positive, scores)
+    fpr, tpr, thresholds = metrics.roc_curve(positive, scores)
+    return {"fpr": fpr, "tpr": tpr, "thresholds": thresholds}
+
+
+def precision_recall(positive, scores) -> dict:
+    """The exact PR curve (recall decreasing, ending at recall 0, precision 1) and average precision."""
+    positive, scores = _binary(positive, scores)
+    precision, recall, thresholds = metrics.precision_recall_curve(positive, scores)
+    return {"precision": precision, "recall": recall, "thresholds": thresholds,
+            "average_precision": float(metrics.average_precision_score(positive, scores))}
+
+
+def bucketed_auc(positive, scores, num_thresholds: int = 200) -> dict:
+    """The AUC as ``tf.keras.metrics.AUC(num_thresholds)`` computes it (scores taken as probabilities):
+    counts at evenly spaced thresholds, trapezoids between them, with its lower and upper Riemann
+    bounds ("minoring", "majoring")."""
+    positive, scores = _binary(positive, scores)
+    eps = 1e-7
+    inner = (np.arange(1, num_thresholds - 1)) / (num_thresholds - 1)
+    thresholds = np.concatenate([[-eps], inner, [1 + eps]])
+    # a prediction counts as positive at a threshold when it is strictly above it
+    order = np.sort(scores[positive]), np.sort(scores[~positive])
+    tp = positive.sum() - np.searchsorted(order[0], thresholds, side="right")
+    fp = (~positive).sum() - np.searchsorted(order[1], thresholds, side="right")
+    tpr, fpr = tp / positive.sum(), fp / (~positive).sum()
+    dx = fpr[:-1] - fpr[1:]
+    return {"auc": float(np.sum(dx * (tpr[:-1] + tpr[1:]) / 2)),
+            "minoring": float(np.sum(dx * np.minimum(tpr[:-1], tpr[1:]))),
+            "majoring": float(np.sum(dx * np.maximum(tpr[:-1], tpr[1:]))),
+            "num_thresholds": num_thresholds}
