@@ -1,0 +1,517 @@
+// EvaluationPanel: ROC and PR per class, the focus class's score distributions (positives and
+// negatives) with a draggable threshold, the calibration curve, the confusion matrix and a metrics
+// table. The kernel sends exact curves and, per instance, the true class, the focus class's score and
+// the best other class; dragging the threshold recounts the confusion matrix and the metrics here, in
+// one pass over the instances. A click on a confusion cell or a drag over the distributions brushes
+// instances in the shared Selection; a selection made in another view comes back evaluated (compared_*).
+// Class names are data: they only ever reach the page through textContent.
+import { applyTheme, themeColor } from "./common/theme.js";
+import { h, svg } from "./common/dom.js";
+import { decodeArray } from "./common/arrays.js";
+import { connectSelection } from "./common/selection.js";
+import { frame, line, horizontalDrag, formatNumber } from "./evaluation/chart.js";
+
+const SOURCE = "evaluation";
+const BINS = 50;
+const CSS = `
+.activis-eval .av-grid { display: grid; grid-template-columns: repeat(3, minmax(0, 1fr)); gap: 6px; }
+.activis-eval .av-card { border: 1px solid var(--av-border-soft); border-radius: 4px; padding: 2px 4px; min-width: 0;
+  position: relative; overflow: hidden; }
+.activis-eval .av-card h4 { margin: 0; font-size: 12px; font-weight: 600; white-space: nowrap; overflow: hidden;
+  text-overflow: ellipsis; }
+.activis-eval .av-card h4 .av-sub { color: var(--av-fg-muted); font-weight: 400; margin-left: 4px; }
+.activis-eval svg text { fill: var(--av-fg-muted); font-size: 10px; }
+.activis-eval .av-axis { stroke: var(--av-border); }
+.activis-eval .av-brush { fill: var(--av-accent); fill-opacity: 0.15; stroke: var(--av-accent); }
+.activis-eval .av-threshold { stroke: var(--av-warn); stroke-width: 2; cursor: ew-resize; }
+.activis-eval .av-chip { cursor: pointer; margin-right: 6px; white-space: nowrap; }
+.activis-eval .av-chip[aria-pressed="true"] { font-weight: 600; color: var(--av-fg); }
+.activis-eval .av-legend { font-size: 10px; color: var(--av-fg-muted); max-height: 30px; overflow: hidden; }
+.activis-eval .av-table { overflow: auto; font-size: 11px; }
+.activis-eval table { border-collapse: collapse; width: 100%; }
+.activis-eval td, .activis-eval th { padding: 1px 4px; text-align: right; white-space: nowrap; }
+.activis-eval td:first-child, .activis-eval th:first-child { text-align: left; max-width: 120px; overflow: hidden;
+  text-overflow: ellipsis; }
+.activis-eval tr.av-focus td { font-weight: 600; }
+.activis-eval .av-cm { position: relative; }
+.activis-eval .av-cm-label { position: absolute; font-size: 10px; color: var(--av-fg-muted); overflow: hidden;
+  white-space: nowrap; text-overflow: ellipsis; }
+.activis-eval .av-error { color: var(--av-warn); }
+`;
+
+let styled = false;
+function addStyle() {
+  if (styled || document.getElementById("activis-eval-style")) return;
+  document.head.appendChild(h("style", { id: "activis-eval-style", text: CSS }));
+  styled = true;
+}
+
+const SUMMARY_LABELS = {
+  accuracy: "accuracy", f1_macro: "F1 (macro)", auc: "ROC AUC", auc_macro: "ROC AUC (macro)",
+  auc_micro: "ROC AUC (micro)", average_precision: "average precision", average_precision_macro: "AP (macro)",
+  ece: "ECE (top label)", bucket_auc_error: "200-bucket AUC error",
+};
+
+function render({ model, el }) {
+  addStyle();
+  applyTheme(el);
+  el.classList.add("activis-eval");
+  const focusPick = h("select", { "data-role": "focus", title: "Class whose scores are thresholded and drawn" });
+  const thresholdBox = h("input", { type: "number", step: "0.01", "data-role": "threshold", title: "Threshold" });
+  const clear = h("button", { text: "Clear selection", "data-role": "clear" });
+  const info = h("span", { className: "av-info" });
+  const errorBox = h("span", { className: "av-error" });
+  const toolbar = h("div", { className: "activis-toolbar" }, [h("strong", { text: "Evaluation" }),
+    h("span", { text: "focus class" }), focusPick, h("span", { text: "threshold" }), thresholdBox, clear, info, errorBox]);
+  const cards = {};
+  for (const [key, title] of [["roc", "ROC"], ["pr", "Precision–recall"], ["dist", "Score distributions"],
+    ["calibration", "Calibration"], ["confusion", "Confusion"], ["metrics", "Metrics"]]) {
+    const sub = h("span", { className: "av-sub" });
+    const body = h("div", { className: "av-body" });
+    const legend = h("div", { className: "activis-legend av-legend" });
+    cards[key] = { root: h("div", { className: "av-card", "data-chart": key }, [h("h4", { text: title }, [sub]), body, legend]),
+      sub, body, legend };
+  }
+  const grid = h("div", { className: "av-grid" }, Object.values(cards).map((c) => c.root));
+  el.append(toolbar, grid);
+
+  // ------------------------------------------------------------------ state
+  let n = 0, K = 0, index, label, score, other, counts = new Int32Array(0), positives = 0;
+  let focus = 0, threshold = 0.5, domain = [0, 1];
+  let shared = null;
+  let W = 0, chartH = 0;
+  const marks = {}; // parts moved by a threshold drag
+  const colors = () => model.get("class_colors") || [];
+  const names = () => model.get("class_names") || [];
+  const arr = (name) => { const v = decodeArray(model.get(name)); return v ? v.data : null; };
+
+  function readInstances() {
+    index = arr("index") || new Int32Array(0);
+    label = arr("label") || new Int32Array(0);
+    score = arr("score") || new Float32Array(0);
+    other = arr("other") || new Int32Array(0);
+    n = label.length;
+    K = names().length;
+    focus = model.get("focus");
+    domain = model.get("score_domain") || [0, 1];
+    positives = 0;
+    for (let i = 0; i < n; i++) if (label[i] === focus) positives++;
+  }
+
+  /** The confusion matrix at threshold t: focus where its score reaches t, the best other class elsewhere. */
+  function recount(t) {
+    counts = new Int32Array(K * K);
+    for (let i = 0; i < n; i++) counts[label[i] * K + (score[i] >= t ? focus : other[i])]++;
+  }
+
+  function classStats() {
+    const prec = new Float64Array(K), rec = new Float64Array(K), f1 = new Float64Array(K);
+    let correct = 0;
+    for (let a = 0; a < K; a++) {
+      let row = 0, col = 0;
+      for (let b = 0; b < K; b++) { row += counts[a * K + b]; col += counts[b * K + a]; }
+      const tp = counts[a * K + a];
+      correct += tp;
+      prec[a] = col ? tp / col : 0;
+      rec[a] = row ? tp / row : 0;
+      f1[a] = prec[a] + rec[a] > 0 ? (2 * prec[a] * rec[a]) / (prec[a] + rec[a]) : 0;
+    }
+    return { prec, rec, f1, accuracy: n ? correct / n : NaN };
+  }
+
+  function focusPoint() {
+    let tp = counts[focus * K + focus], fp = 0;
+    for (let a = 0; a < K; a++) if (a !== focus) fp += counts[a * K + focus];
+    const neg = n - positives;
+    return { fpr: neg ? fp / neg : NaN, tpr: positives ? tp / positives : NaN, precision: tp + fp ? tp / (tp + fp) : 1 };
+  }
+
+  // ------------------------------------------------------------------ charts
+  function chip(text, color, pressed, onClick) {
+    const c = h("span", { className: "av-chip", "aria-pressed": String(pressed) },
+      [h("span", { className: "swatch", style: { background: color } }), h("span", { text })]);
+    if (onClick) c.addEventListener("click", onClick);
+    return c;
+  }
+
+  function setFocus(k) {
+    if (k === focus || k < 0 || k >= K) return;
+    model.set("focus", k);
+    model.save_changes();
+  }
+
+  function curves(key, data, offsets, xLabel, yLabel, compared) {
+    const card = cards[key];
+    const f = frame(W, chartH, [0, 1], [0, 1], xLabel, yLabel);
+    if (key === "roc") f.plot.appendChild(svg("line", { x1: f.x(0), y1: f.y(0), x2: f.x(1), y2: f.y(1), class: "av-axis", "stroke-dasharray": "3 3" }));
+    let drawn = 0;
+    const xs = data ? data.subarray(0, data.length / 2) : null, ys = data ? data.subarray(data.length / 2) : null;
+    const order = [...Array(K).keys()].filter((k) => k !== focus).concat([focus]);
+    if (xs) {
+      for (const k of order) {
+        if (offsets[k + 1] - offsets[k] < 2) continue;
+        line(f, xs, ys, offsets[k], offsets[k + 1], { stroke: colors()[k] || "#888", "stroke-width": k === focus ? 2.2 : 1,
+          "stroke-opacity": k === focus ? 1 : 0.45, "data-class": String(k) });
+        drawn++;
+      }
+      if (K > 2 && offsets[K + 1] - offsets[K] > 1) {
+        line(f, xs, ys, offsets[K], offsets[K + 1], { stroke: themeColor(el, "--av-fg-muted", "#666"), "stroke-dasharray": "4 3", "data-class": "micro" });
+        drawn++;
+      }
+    }
+    if (compared && compared.length > 3) {
+      const m = compared.length / 2;
+      line(f, compared.subarray(0, m), compared.subarray(m), 0, m, { stroke: themeColor(el, "--av-accent", "#1976d2"),
+        "stroke-width": 1.6, "stroke-dasharray": "6 3", "data-class": "compared" });
+      drawn++;
+    }
+    marks[key] = { f, dot: svg("circle", { r: 4, fill: "none", stroke: themeColor(el, "--av-warn", "#e65100"), "stroke-width": 2 }) };
+    f.plot.appendChild(marks[key].dot);
+    card.body.replaceChildren(f.root);
+    card.root.dataset.curves = String(drawn);
+    const chips = K <= 2 ? [] : [...Array(K).keys()].map((k) => chip(names()[k], colors()[k], k === focus, () => setFocus(k)));
+    if (K > 2) chips.push(chip("micro", themeColor(el, "--av-fg-muted", "#666"), false, null));
+    if (compared && compared.length > 3) chips.push(chip(model.get("compared_label"), themeColor(el, "--av-accent", "#1976d2"), false, null));
+    card.legend.replaceChildren(...chips);
+  }
+
+  function drawDistributions() {
+    const card = cards.dist;
+    const [lo, hi] = domain;
+    const pos = new Float64Array(BINS), neg = new Float64Array(BINS);
+    const scale = BINS / ((hi - lo) || 1);
+    for (let i = 0; i < n; i++) {
+      const b = Math.min(BINS - 1, Math.max(0, Math.floor((score[i] - lo) * scale)));
+      if (label[i] === focus) pos[b]++; else neg[b]++;
+    }
+    let top = 0;
+    for (let b = 0; b < BINS; b++) {
+      pos[b] /= positives || 1; neg[b] /= (n - positives) || 1;
+      top = Math.max(top, pos[b], neg[b]);
+    }
+    const f = frame(W, chartH, [lo, hi], [0, top * 1.05 || 1], `score of ${names()[focus] ?? ""}`, "share");
+    const edges = new Float64Array(2 * BINS), hp = new Float64Array(2 * BINS), hn = new Float64Array(2 * BINS);
+    for (let b = 0; b < BINS; b++) {
+      edges[2 * b] = lo + b / scale; edges[2 * b + 1] = lo + (b + 1) / scale;
+      hp[2 * b] = hp[2 * b + 1] = pos[b]; hn[2 * b] = hn[2 * b + 1] = neg[b];
+    }
+    line(f, edges, hn, 0, 2 * BINS, { stroke: themeColor(el, "--av-fg-muted", "#666"), "stroke-width": 1.4, "data-series": "negatives" });
+    line(f, edges, hp, 0, 2 * BINS, { stroke: colors()[focus] || "#4e79a7", "stroke-width": 1.8, "data-series": "positives" });
+    const brush = svg("rect", { class: "av-brush", y: f.top, height: f.bottom - f.top, width: 0, visibility: "hidden", "data-role": "brush" });
+    const rule = svg("line", { class: "av-threshold", y1: f.top, y2: f.bottom, "data-role": "threshold" });
+    const hit = svg("rect", { x: f.left, y: f.top, width: f.right - f.left, height: f.bottom - f.top, fill: "transparent", "data-role": "drag" });
+    f.root.append(brush, hit, rule);
+    card.body.replaceChildren(f.root);
+    marks.dist = { f, rule, brush };
+    const range = model.get("selected_range") || [];
+    if (range.length === 2) showBrush(range[0], range[1]);
+    let mode = null;
+    horizontalDrag(f.root, f, {
+      onStart: (v) => {
+        mode = Math.abs(f.x(v) - f.x(threshold)) <= 6 ? "threshold" : "brush";
+        return true;
+      },
+      onMove: (a, b, start, v) => {
+        if (mode === "threshold") moveThreshold(v, false);
+        else showBrush(a, b);
+      },
+      onEnd: (a, b, moved, start, v) => {
+        if (mode === "threshold") moveThreshold(v, true);
+        else if (moved) brushRange(a, b);
+        else moveThreshold(v, true); // a click elsewhere puts the threshold there
+        mode = null;
+      },
+    });
+    card.legend.replaceChildren(chip(`${names()[focus] ?? ""} (${positives.toLocaleString()})`, colors()[focus], false, null),
+      chip(`others (${(n - positives).toLocaleString()})`, themeColor(el, "--av-fg-muted", "#666"), false, null));
+  }
+
+  function showBrush(a, b) {
+    const m = marks.dist;
+    if (!m) return;
+    const [lo, hi] = domain;
+    a = Math.max(lo, a); b = Math.min(hi, b);
+    m.brush.setAttribute("x", m.f.x(a));
+    m.brush.setAttribute("width", Math.max(0, m.f.x(b) - m.f.x(a)));
+    m.brush.setAttribute("visibility", "visible");
+  }
+
+  function drawCalibration() {
+    const card = cards.calibration;
+    const f = frame(W, chartH, [0, 1], [0, 1], "confidence", "accuracy");
+    f.plot.appendChild(svg("line", { x1: f.x(0), y1: f.y(0), x2: f.x(1), y2: f.y(1), class: "av-axis", "stroke-dasharray": "3 3" }));
+    const rel = decodeArray(model.get("reliability"));
+    let points = 0;
+    if (rel && rel.shape[0]) {
+      const m = rel.shape[0], d = rel.data;
+      const xs = new Float64Array(m), ys = new Float64Array(m);
+      let most = 0;
+      for (let i = 0; i < m; i++) { xs[i] = d[3 * i]; ys[i] = d[3 * i + 1]; most = Math.max(most, d[3 * i + 2]); }
+      for (let i = 0; i < m; i++) { // bin counts as faint bars along the bottom
+        const hgt = (d[3 * i + 2] / most) * (f.bottom - f.top) * 0.25;
+        f.plot.appendChild(svg("rect", { x: f.x(xs[i]) - 2, y: f.bottom - hgt, width: 4, height: hgt, fill: themeColor(el, "--av-fg-muted", "#888"), "fill-opacity": 0.35 }));
+      }
+      line(f, xs, ys, 0, m, { stroke: themeColor(el, "--av-accent", "#1976d2"), "stroke-width": 1.6 });
+      for (let i = 0; i < m; i++) f.plot.appendChild(svg("circle", { cx: f.x(xs[i]), cy: f.y(ys[i]), r: 2.5, fill: themeColor(el, "--av-accent", "#1976d2") }));
+      points = m;
+    }
+    card.root.dataset.points = String(points);
+    card.body.replaceChildren(f.root);
+  }
+
+  const cm = { canvas: h("canvas", { "data-role": "cells" }), labels: h("div") };
+  const cmBox = h("div", { className: "av-cm" }, [cm.canvas, cm.labels]);
+  cards.confusion.body.appendChild(cmBox);
+  function cmLayout() {
+    const lab = K > 30 ? 0 : 56;
+    const side = Math.max(10, Math.min(W - lab - 4, chartH - lab - 4));
+    return { lab, side, cell: side / Math.max(1, K) };
+  }
+  function drawConfusionLabels() {
+    const { lab, side, cell } = cmLayout();
+    cmBox.style.height = `${side + lab + 2}px`;
+    const dpr = window.devicePixelRatio || 1;
+    cm.canvas.width = Math.round(side * dpr); cm.canvas.height = Math.round(side * dpr);
+    Object.assign(cm.canvas.style, { position: "absolute", left: `${lab}px`, top: "0px", width: `${side}px`, height: `${side}px`, cursor: "pointer" });
+    const nodes = [];
+    if (lab) {
+      for (let k = 0; k < K; k++) {
+        nodes.push(h("div", { className: "av-cm-label", "data-axis": "true", text: names()[k], title: `true ${names()[k]}`,
+          style: { left: "0px", width: `${lab - 3}px`, top: `${k * cell + cell / 2 - 6}px`, textAlign: "right" } }));
+        nodes.push(h("div", { className: "av-cm-label", "data-axis": "predicted", text: names()[k], title: `predicted ${names()[k]}`,
+          style: { left: `${lab + k * cell}px`, width: `${cell}px`, top: `${side + 2}px`, textAlign: "center" } }));
+      }
+    }
+    cm.labels.replaceChildren(...nodes);
+    cards.confusion.sub.textContent = "rows: true · columns: predicted";
+  }
+  function drawConfusionCells() {
+    const { side, cell } = cmLayout();
+    const ctx = cm.canvas.getContext("2d");
+    const dpr = window.devicePixelRatio || 1;
+    ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+    ctx.clearRect(0, 0, side, side);
+    const accent = themeColor(el, "--av-accent", "#1976d2"), warn = themeColor(el, "--av-warn", "#e65100");
+    const fg = themeColor(el, "--av-fg", "#111");
+    const sel = model.get("selected_cell") || [];
+    ctx.font = `${Math.min(12, Math.max(8, cell / 3))}px sans-serif`;
+    ctx.textAlign = "center"; ctx.textBaseline = "middle";
+    for (let a = 0; a < K; a++) {
+      let row = 0;
+      for (let b = 0; b < K; b++) row += counts[a * K + b];
+      for (let b = 0; b < K; b++) {
+        const c = counts[a * K + b];
+        ctx.globalAlpha = row ? 0.08 + 0.92 * (c / row) : 0.04;
+        ctx.fillStyle = a === b ? accent : warn;
+        ctx.fillRect(b * cell + 0.5, a * cell + 0.5, cell - 1, cell - 1);
+        ctx.globalAlpha = 1;
+        if (cell >= 18) { ctx.fillStyle = fg; ctx.fillText(String(c), b * cell + cell / 2, a * cell + cell / 2); }
+      }
+    }
+    if (sel.length === 2) {
+      ctx.strokeStyle = fg; ctx.lineWidth = 2;
+      ctx.strokeRect(sel[1] * cell + 1, sel[0] * cell + 1, cell - 2, cell - 2);
+    }
+    el.dataset.counts = JSON.stringify(Array.from(counts));
+  }
+  cm.canvas.addEventListener("click", (e) => {
+    const box = cm.canvas.getBoundingClientRect();
+    const { cell } = cmLayout();
+    const b = Math.floor((e.clientX - box.left) / cell), a = Math.floor((e.clientY - box.top) / cell);
+    if (a < 0 || b < 0 || a >= K || b >= K) return;
+    const sel = model.get("selected_cell") || [];
+    if (sel.length === 2 && sel[0] === a && sel[1] === b) { clearSelection(); return; }
+    const picked = [];
+    for (let i = 0; i < n; i++) if (label[i] === a && (score[i] >= threshold ? focus : other[i]) === b) picked.push(index[i]);
+    writeBrush(Int32Array.from(picked), { selected_cell: [a, b], selected_range: [] });
+  });
+  cm.canvas.addEventListener("mousemove", (e) => {
+    const box = cm.canvas.getBoundingClientRect();
+    const { cell } = cmLayout();
+    const b = Math.floor((e.clientX - box.left) / cell), a = Math.floor((e.clientY - box.top) / cell);
+    cm.canvas.title = a >= 0 && b >= 0 && a < K && b < K
+      ? `true ${names()[a]}, predicted ${names()[b]}: ${counts[a * K + b]} (click to select)` : "";
+  });
+
+  // ------------------------------------------------------------------ metrics table
+  const table = h("table");
+  const tableBox = h("div", { className: "av-table" }, [table]);
+  cards.metrics.body.appendChild(tableBox);
+  function drawTable() {
+    const s = classStats();
+    const p = focusPoint();
+    const names_ = model.get("summary_names") || [];
+    const summary = arr("summary") || [];
+    const compared = arr("compared_summary");
+    const cLabel = model.get("compared_label");
+    const head = ["metric", "all"];
+    if (cLabel) head.push(`${cLabel} (${model.get("compared_n")})`);
+    const rows = [];
+    const addRow = (name, all, cmp, attrs = {}) => rows.push(h("tr", attrs,
+      [h("td", { text: name }), h("td", { text: formatNumber(all) }), ...(cLabel ? [h("td", { text: formatNumber(cmp) })] : [])]));
+    const ci = compared ? names_.indexOf("accuracy") : -1;
+    addRow("instances", n, model.get("compared_n"));
+    addRow("accuracy", s.accuracy, ci >= 0 ? compared[ci] : NaN, { "data-metric": "accuracy" });
+    const cmpClass = decodeArray(model.get("compared_class_metrics"));
+    const metricNames = model.get("class_metric_names") || [];
+    const cm_ = (k, name) => (cmpClass && metricNames.includes(name) ? cmpClass.data[k * metricNames.length + metricNames.indexOf(name)] : NaN);
+    addRow(`precision (${names()[focus]})`, s.prec[focus], cm_(focus, "precision"), { "data-metric": "precision" });
+    addRow(`recall (${names()[focus]})`, s.rec[focus], cm_(focus, "recall"), { "data-metric": "recall" });
+    addRow(`F1 (${names()[focus]})`, s.f1[focus], cm_(focus, "f1"), { "data-metric": "f1" });
+    addRow("false positive rate", p.fpr, NaN, { "data-metric": "fpr" });
+    let f1Macro = 0;
+    for (let k = 0; k < K; k++) f1Macro += s.f1[k] / K;
+    addRow("F1 (macro)", f1Macro, compared ? compared[names_.indexOf("f1_macro")] : NaN, { "data-metric": "f1_macro" });
+    for (let i = 0; i < names_.length; i++) {
+      if (names_[i] === "accuracy" || names_[i] === "f1_macro") continue;
+      addRow(SUMMARY_LABELS[names_[i]] || names_[i], summary[i], compared ? compared[i] : NaN, { "data-metric": names_[i] });
+    }
+    const classHead = h("tr", {}, ["class", "P", "R", "F1", "AUC", "AP"].map((t) => h("th", { text: t })));
+    const classRows = [];
+    const all = decodeArray(model.get("class_metrics"));
+    const col = (name) => metricNames.indexOf(name);
+    for (let k = 0; k < K; k++) {
+      const v = (name) => (all ? all.data[k * metricNames.length + col(name)] : NaN);
+      const tr = h("tr", { className: k === focus ? "av-focus" : "", "data-class": String(k) },
+        [h("td", { text: names()[k], title: names()[k] }), ...[s.prec[k], s.rec[k], s.f1[k], v("auc"), v("average_precision")]
+          .map((x) => h("td", { text: formatNumber(x) }))]);
+      tr.addEventListener("click", () => setFocus(k));
+      classRows.push(tr);
+    }
+    table.replaceChildren(h("tr", {}, head.map((t) => h("th", { text: t }))), ...rows, classHead, ...classRows);
+    el.dataset.accuracy = String(s.accuracy);
+  }
+
+  // ------------------------------------------------------------------ threshold and selection
+  function placeMarks() {
+    const p = focusPoint();
+    for (const [key, x, y] of [["roc", p.fpr, p.tpr], ["pr", p.tpr, p.precision]]) {
+      const m = marks[key];
+      if (!m) continue;
+      m.dot.setAttribute("cx", m.f.x(x)); m.dot.setAttribute("cy", m.f.y(y));
+      m.dot.setAttribute("visibility", Number.isFinite(x) && Number.isFinite(y) ? "visible" : "hidden");
+    }
+    if (marks.dist) {
+      const x = marks.dist.f.x(Math.min(domain[1], Math.max(domain[0], threshold)));
+      marks.dist.rule.setAttribute("x1", x); marks.dist.rule.setAttribute("x2", x);
+    }
+    if (document.activeElement !== thresholdBox) thresholdBox.value = String(Number(threshold.toPrecision(4)));
+    cards.dist.sub.textContent = `threshold ${formatNumber(threshold)}`;
+  }
+
+  function applyThreshold(t) {
+    const t0 = performance.now();
+    threshold = t;
+    recount(t);
+    drawConfusionCells();
+    drawTable();
+    placeMarks();
+    el.dataset.threshold = String(t);
+    el.dataset.updateMs = (performance.now() - t0).toFixed(2);
+  }
+
+  function moveThreshold(v, commit) {
+    const t = Math.min(domain[1], Math.max(domain[0], v));
+    applyThreshold(t);
+    if (commit) { model.set("threshold", t); model.save_changes(); }
+  }
+
+  function writeBrush(indices, own) {
+    for (const [k, v] of Object.entries(own)) model.set(k, v);
+    model.save_changes();
+    if (shared) shared.setIndices("brush", SOURCE, indices);
+    el.dataset.selected = String(indices ? indices.length : 0);
+    drawConfusionCells();
+  }
+
+  function brushRange(a, b) {
+    const picked = [];
+    for (let i = 0; i < n; i++) if (score[i] >= a && score[i] <= b) picked.push(index[i]);
+    showBrush(a, b);
+    writeBrush(Int32Array.from(picked), { selected_range: [a, b], selected_cell: [] });
+  }
+
+  function clearSelection() {
+    if (marks.dist) marks.dist.brush.setAttribute("visibility", "hidden");
+    writeBrush(null, { selected_range: [], selected_cell: [] });
+  }
+
+  function onShared(api) {
+    // another view's brush replaces ours: drop our cell and range marks (the kernel sends compared_*)
+    if (api.get("brush_source") !== SOURCE && model.get("selected_cell").length + model.get("selected_range").length) {
+      if (marks.dist) marks.dist.brush.setAttribute("visibility", "hidden");
+      el.dataset.selected = "0";
+    }
+  }
+
+  // ------------------------------------------------------------------ layout and wiring
+  function drawPicker() {
+    const ks = names();
+    focusPick.replaceChildren(...ks.map((name, k) => h("option", { value: String(k), text: name })));
+    focusPick.value = String(focus);
+  }
+
+  function drawAll() {
+    W = Math.max(120, Math.floor((grid.clientWidth - 12) / 3) - 10);
+    chartH = Math.max(120, Math.floor((model.get("height") - 40) / 2) - 52);
+    readInstances();
+    drawPicker();
+    curves("roc", arr("roc"), arr("roc_offsets") || new Int32Array(K + 2), "false positive rate", "true positive rate", arr("compared_roc"));
+    curves("pr", arr("pr"), arr("pr_offsets") || new Int32Array(K + 2), "recall", "precision", null);
+    drawDistributions();
+    drawCalibration();
+    drawConfusionLabels();
+    tableBox.style.height = `${chartH + 30}px`;
+    const sub = model.get("compared_label");
+    cards.metrics.sub.textContent = sub ? `beside ${sub}` : "";
+    info.textContent = `${n.toLocaleString()} instances · ${K} classes`;
+    errorBox.textContent = model.get("error") || "";
+    applyThreshold(model.get("threshold"));
+    el.dataset.ready = "1";
+    el.dataset.focus = String(focus);
+    el.dataset.compared = sub;
+  }
+
+  let pending = false;
+  const redraw = () => {
+    if (pending) return;
+    pending = true;
+    requestAnimationFrame(() => { pending = false; drawAll(); });
+  };
+  focusPick.addEventListener("change", () => setFocus(Number(focusPick.value)));
+  thresholdBox.addEventListener("change", () => {
+    const v = Number(thresholdBox.value);
+    if (Number.isFinite(v)) moveThreshold(v, true);
+  });
+  clear.addEventListener("click", clearSelection);
+  const onThreshold = () => { if (model.get("threshold") !== threshold) applyThreshold(model.get("threshold")); };
+  const events = "change:index change:score change:other change:label change:roc change:pr change:reliability " +
+    "change:focus change:class_names change:class_colors change:summary change:class_metrics change:compared_summary " +
+    "change:compared_roc change:compared_label change:height change:error";
+  model.on(events, redraw);
+  model.on("change:threshold", onThreshold);
+  model.on("change:selected_cell", drawConfusionCells);
+  const resize = new ResizeObserver(redraw);
+  resize.observe(grid);
+  const theme = new MutationObserver(redraw);
+  theme.observe(document.body, { attributes: true, attributeFilter: ["data-jp-theme-light", "data-jp-theme-name"] });
+  (async () => {
+    shared = await connectSelection(model, onShared);
+    el.dataset.linked = String(!!shared);
+  })();
+  model.on("change:shared_selection", async () => {
+    if (shared) shared.dispose();
+    shared = await connectSelection(model, onShared);
+  });
+  drawAll();
+  return () => {
+    resize.disconnect();
+    theme.disconnect();
+    model.off(events, redraw);
+    model.off("change:threshold", onThreshold);
+    model.off("change:selected_cell", drawConfusionCells);
+    if (shared) shared.dispose();
+  };
+}
+
+export default { render };
