@@ -1,0 +1,12 @@
+"""Slice discovery: find the groups of instances where the model fails, as reusable subsets.
+
+`discover_slices` searches conjunctions of metadata predicates (SliceLine) and, given a layer,
+error-concentrating groups in its activation space (an error-aware mixture, as Domino does), tests
+each slice against the whole set with a correction for every candidate tried, and returns them
+ranked with a `Subset` definition each. No torch, no widget.
+"""
+
+from .discover import Slice, SliceReport, discover_slices
+from .errors import SliceError
+
+__all__ = ["Slice", "SliceError", "SliceReport", "discover_slices"]
