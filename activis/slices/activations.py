@@ -1,10 +1,13 @@
 """Groups in a layer's activation space where errors concentrate: an error-aware mixture (Domino).
 
 Domino (Eyuboglu et al., ICLR 2022) fits a mixture over an embedding Z, the label Y and the model's
-error, P(S) P(Z|S) P(Y|S)^g P(E|S)^g, so that components follow the activations but are pulled
+error, P(S) P(Z|S) P(Y|S)^g P(E|S)^h, so that components follow the activations but are pulled
 toward instances that fail together. Here Z is the layer's standardised activations reduced by PCA,
-P(Z|S) a diagonal Gaussian, Y and E categorical; components start from k-means run separately on
-the failing and the other instances (Domino's confusion initialisation).
+P(Z|S) a diagonal Gaussian, Y and E categorical. The error term weighs as much as a quarter of the
+Gaussian's dimensions (h = dims / 4), so that errors shape the groups; the label term has Domino's
+weight g = 1, so that a group may span classes (a corrupted kind of input fails whatever its
+class). Components start from k-means run separately on the failing and the other instances
+(Domino's confusion initialisation).
 
 Fitting on the errors and then testing the same rows would find "significant" error groups in any
 data, so the rows are split: the mixture is fitted on one half, every row is then assigned by its
@@ -17,6 +20,7 @@ import numpy as np
 from scipy.special import logsumexp
 
 CHUNK_ROWS = 8192
+MERGE_DISTANCE = 1.0  # Bhattacharyya distance under which two components are one region
 
 
 def embed(activations: np.ndarray, rows: np.ndarray, *, dims: int, fit_rows: np.ndarray, seed: int) -> np.ndarray:
@@ -40,9 +44,11 @@ def embed(activations: np.ndarray, rows: np.ndarray, *, dims: int, fit_rows: np.
 class ErrorAwareMixture:
     """Diagonal-Gaussian mixture over Z with categorical label and error terms, fitted by EM."""
 
-    def __init__(self, n_components: int, *, weight: float, max_iter: int = 60, seed: int = 0):
+    def __init__(self, n_components: int, *, error_weight: float, label_weight: float = 1.0, max_iter: int = 60,
+                 seed: int = 0):
         self.n_components = n_components
-        self.weight = weight
+        self.error_weight = error_weight
+        self.label_weight = label_weight
         self.max_iter = max_iter
         self.seed = seed
 
@@ -92,15 +98,37 @@ class ErrorAwareMixture:
         self.log_error = np.log(np.stack([1 - fail, fail], axis=1))
 
     def _log_joint(self, z, labels, errors=None) -> np.ndarray:
-        log = self.log_prior + self._log_gaussian(z) + self.weight * self.log_label[:, labels].T
+        log = self.log_prior + self._log_gaussian(z) + self.label_weight * self.log_label[:, labels].T
         if errors is not None:
-            log = log + self.weight * self.log_error[:, (errors > 0.5).astype(np.int64)].T
+            log = log + self.error_weight * self.log_error[:, (errors > 0.5).astype(np.int64)].T
         return log
 
     def _log_gaussian(self, z) -> np.ndarray:
         inv = 1.0 / self.variances
         quad = (z * z) @ inv.T - 2 * z @ (self.means * inv).T + (self.means ** 2 * inv).sum(axis=1)
         return -0.5 * (quad + np.log(2 * np.pi * self.variances).sum(axis=1))
+
+    def merged(self, distance: float = MERGE_DISTANCE) -> np.ndarray:
+        """Group id per component: components whose Gaussians overlap (Bhattacharyya distance below
+        ``distance``) are one group. The error term splits a region into a failing and a passing
+        component with nearly the same Gaussian; a group is the region, so they are joined again."""
+        k = self.n_components
+        mean_var = (self.variances[:, None, :] + self.variances[None, :, :]) / 2
+        diff = self.means[:, None, :] - self.means[None, :, :]
+        log_det = np.log(self.variances).sum(axis=1)
+        bhattacharyya = (diff * diff / mean_var).sum(axis=2) / 8 + 0.5 * (
+            np.log(mean_var).sum(axis=2) - (log_det[:, None] + log_det[None, :]) / 2)
+        parent = np.arange(k)
+
+        def root(i):
+            while parent[i] != i:
+                parent[i] = parent[parent[i]]
+                i = parent[i]
+            return i
+
+        for i, j in zip(*np.nonzero(np.triu(bhattacharyya < distance, 1))):
+            parent[root(i)] = root(j)
+        return np.unique([root(i) for i in range(k)], return_inverse=True)[1]
 
     def assign(self, z: np.ndarray, labels: np.ndarray) -> np.ndarray:
         """Each row's most likely component, from its activations and label only (not its error)."""

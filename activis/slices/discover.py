@@ -131,9 +131,9 @@ def discover_slices(store, layer: str | None = None, *, columns: Sequence[str] |
                     metric: str | np.ndarray = "error", top_k: int = 10, max_level: int = 3,
                     min_support: int | None = None, n_bins: int = 5, alpha: float = 0.05,
                     correction: str = "holm", error_weight: float = 0.95, max_overlap: float = 0.5,
-                    significant_only: bool = True, n_components: int | None = None, pca_dims: int = 32,
-                    rank_by: str = "significance", time_limit: float = 60.0, max_candidates: int = 1_000_000,
-                    seed: int = 0,
+                    significant_only: bool = True, drop_redundant: bool = True, n_components: int | None = None,
+                    pca_dims: int = 32, rank_by: str = "significance", time_limit: float = 60.0,
+                    max_candidates: int = 1_000_000, seed: int = 0,
                     progress: Callable[[float, str], None] | None = None, stop=None) -> SliceReport:
     """Rank the slices where the model underperforms: metadata conjunctions, and groups at ``layer``.
 
@@ -142,7 +142,8 @@ def discover_slices(store, layer: str | None = None, *, columns: Sequence[str] |
     metadata and the true class. A slice holds at least ``min_support`` instances (default 1 % of
     them, at least 10) and at most ``max_level`` predicates; numeric columns are cut into ``n_bins``
     quantile bins. ``correction`` ("holm" or "bh") is applied over every candidate tried, at level
-    ``alpha``; with ``significant_only`` only slices that pass are returned. ``error_weight`` is
+    ``alpha``; with ``significant_only`` only slices that pass are returned, and with ``drop_redundant``
+    a slice explained by a larger or a smaller one is left out (see `_rank`). ``error_weight`` is
     SliceLine's alpha (error against size). The search stops after ``time_limit`` seconds, or when
     ``stop.is_set()``, and says so; ``progress(fraction, message)`` is called as it goes. Slices are
     ranked by ``rank_by``: "significance" (adjusted p-value: the surest failures first) or "score".
@@ -210,8 +211,8 @@ def discover_slices(store, layer: str | None = None, *, columns: Sequence[str] |
                                     n_components, int(pca_dims), seed)
         report.tested["activations"] = groups["tested"]
         candidates += groups["candidates"]
-    chosen = _rank(candidates, errors, scoring, binary, family_alpha, significant_only, max_overlap, int(top_k),
-                   rank_by)
+    chosen = _rank(candidates, errors, scoring, binary, family_alpha, significant_only, drop_redundant, max_overlap,
+                   int(top_k), rank_by)
     prefix = "label >= 0 and " if len(rows) < n_all else ""
     for candidate in chosen:
         report.slices.append(_make_slice(candidate, store, layer, rows, found, groups, metric_name, scoring,
@@ -285,14 +286,15 @@ def _activation_groups(store, layer, rows, labels, errors, table, scoring, binar
     if len(fit_sample) > 20_000:
         fit_sample = np.sort(rng.choice(fit_sample, 20_000, replace=False))
     activations = store.activations(layer)
-    k = n_components or int(np.clip(len(rows) // (2 * scoring.min_support), 2, 25))
+    k = n_components or int(np.clip(len(rows) // (4 * scoring.min_support), 4, 16))
     z = space.embed(activations, rows, dims=pca_dims, fit_rows=rows[fit_sample], seed=seed)
     failing = (errors > scoring.mean_error).astype(np.float64) if not binary else errors
     codes = pd.factorize(labels)[0]
-    mixture = space.ErrorAwareMixture(k, weight=max(1.0, z.shape[1] / 4), seed=seed)
+    mixture = space.ErrorAwareMixture(k, error_weight=max(1.0, z.shape[1] / 4), seed=seed)
     mixture.fit(z[fit_sample], codes[fit_sample], failing[fit_sample])
-    groups = mixture.assign(z, codes)
-    n_groups = mixture.n_components
+    merged = mixture.merged()
+    groups = merged[mixture.assign(z, codes)]
+    n_groups = int(merged.max()) + 1
     sizes = np.bincount(groups, minlength=n_groups)
     test_sizes = np.bincount(groups[test], minlength=n_groups)
     test_errors = np.bincount(groups[test], weights=errors[test], minlength=n_groups)
@@ -315,7 +317,8 @@ def _activation_groups(store, layer, rows, labels, errors, table, scoring, binar
 
 
 def _rank(candidates: list[_Candidate], errors: np.ndarray, scoring: Scoring, binary: bool, alpha: float,
-          significant_only: bool, max_overlap: float, top_k: int, rank_by: str) -> list[_Candidate]:
+          significant_only: bool, drop_redundant: bool, max_overlap: float, top_k: int,
+          rank_by: str) -> list[_Candidate]:
     """The best slices that say something the others do not.
 
     A slice nearly inside a larger one is dropped when it is not clearly worse than the rest of
@@ -344,9 +347,10 @@ def _rank(candidates: list[_Candidate], errors: np.ndarray, scoring: Scoring, bi
                              total=scoring.mean_error * scoring.n, binary=binary, variance=float(errors.var()))
     worse_outside[outside == 0] = 1.0
     redundant = np.zeros(len(pool), bool)
-    redundant[small[worse_than_rest >= REDUNDANT_P]] = True
-    redundant[large[worse_outside >= REDUNDANT_P]] = True
-    kept = np.flatnonzero(~redundant)
+    small_explained = worse_than_rest >= REDUNDANT_P  # per pair, one of the two says it all
+    redundant[small[small_explained]] = True
+    redundant[large[~small_explained & (worse_outside >= REDUNDANT_P)]] = True
+    kept = np.flatnonzero(~redundant) if drop_redundant else np.arange(len(pool))
     if rank_by == "significance":
         kept = kept[np.lexsort(([-pool[i].score for i in kept], [pool[i].p_adjusted for i in kept]))]
     chosen: list[int] = []

@@ -1,0 +1,218 @@
+"""Slice discovery: planted slices are found, null data gives none, definitions are exact, bad input is clear."""
+
+import itertools
+import threading
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+
+import activis
+from activis.slices import SliceError, discover_slices
+from activis.slices.lattice import Scoring, search
+from activis.slices.predicates import predicates
+from activis.slices.significance import adjust, p_bounds, p_values
+from activis.store import write_store
+
+
+def make_store(tmp_path, n=2000, *, planted=None, error_rate=0.06, slice_rate=0.5, seed=0, shift=None,
+               unlabeled=0, name="s"):
+    """A 3-class store whose predictions are wrong at ``error_rate``, and at ``slice_rate`` inside ``planted``."""
+    rng = np.random.default_rng(seed)
+    meta = pd.DataFrame({
+        "age": rng.integers(0, 90, n),
+        "height": rng.normal(170, 10, n).astype(np.float32),
+        "city": rng.choice(["paris", "rome", "o'slo", "kyiv"], n),
+        "my score": rng.random(n),
+        "flag": rng.random(n) < 0.3,
+    })
+    meta.loc[rng.random(n) < 0.05, "my score"] = np.nan
+    inside = np.zeros(n, bool) if planted is None else planted(meta, rng)
+    labels = rng.integers(0, 3, n)
+    wrong = rng.random(n) < np.where(inside, slice_rate, error_rate)
+    pred = np.where(wrong, (labels + 1) % 3, labels)
+    outputs = np.eye(3, dtype=np.float32)[pred] * 4
+    acts = rng.normal(size=(n, 12)).astype(np.float32)
+    if shift is not None:
+        acts[inside] += shift
+    if unlabeled:
+        labels[:unlabeled] = -1
+    store = write_store(tmp_path / name, {"fc": acts}, labels=labels, outputs=outputs, metadata=meta,
+                        class_names=["a", "b", "c"])
+    return store, inside
+
+
+def jaccard(a, b):
+    a, b = set(np.asarray(a).tolist()), set(np.flatnonzero(b).tolist())
+    return len(a & b) / len(a | b)
+
+
+def test_planted_metadata_slice_is_found_first(tmp_path):
+    store, inside = make_store(tmp_path, planted=lambda m, rng: ((m.age > 60) & (m.city == "rome")).to_numpy())
+    report = discover_slices(store)
+    assert len(report) >= 1 and report.complete
+    top = report[0]
+    assert jaccard(top.members, inside) >= 0.5
+    assert top.kind == "metadata" and "city == 'rome'" in top.description and "age" in top.description
+    assert top.significant and top.p_adjusted <= 0.05 and top.lift > 3
+    assert top.value == pytest.approx((~store.instances.correct.to_numpy())[top.members].mean())
+    assert report.tested["metadata"] > 100 and report.correction == "holm"
+    assert "rome" in repr(report) and list(report.to_frame().columns)[:3] == ["name", "kind", "size"]
+
+
+def test_planted_latent_group_is_found_in_activation_space(tmp_path):
+    # a group no metadata column describes, set apart in activation space
+    store, inside = make_store(tmp_path, n=2400, planted=lambda m, rng: rng.random(len(m)) < 0.08, shift=2.5,
+                               slice_rate=0.6)
+    report = discover_slices(store, layer="fc")
+    found = [s for s in report[:5] if s.kind == "activations"]
+    assert found and max(jaccard(s.members, inside) for s in found) >= 0.5
+    best = max(found, key=lambda s: jaccard(s.members, inside))
+    assert best.layer == "fc" and len(best.neurons) == 5 and best.neurons[0][1] > 0  # the shifted neurons go up
+    assert best.definition.kind == "indices"
+    assert set(report.tested) == {"metadata", "activations"}
+
+
+def test_no_slice_on_data_without_one(tmp_path):
+    # the level holds: over 40 null stores (errors independent of everything) at alpha = 0.05, a slice is
+    # reported in at most 5 (P(Binomial(40, 0.05) > 5) = 0.014: this fails if the correction is missing)
+    reported = {"holm": 0, "bh": 0}
+    for seed in range(40):
+        store, _ = make_store(tmp_path, n=600, seed=seed, error_rate=0.15, name=f"null{seed}")
+        for correction in reported:
+            reported[correction] += len(discover_slices(store, correction=correction, min_support=15)) > 0
+    assert reported["holm"] <= 5 and reported["bh"] <= 5, reported
+
+
+def test_no_activation_group_on_data_without_one(tmp_path):
+    reported = 0
+    for seed in range(12):
+        store, _ = make_store(tmp_path, n=500, seed=100 + seed, error_rate=0.2, name=f"null{seed}")
+        report = discover_slices(store, layer="fc", columns=[], min_support=15)
+        reported += len(report) > 0
+    assert reported <= 2  # P(Binomial(12, 0.05) > 2) = 0.02
+
+
+def test_without_correction_the_null_test_would_fail(tmp_path):
+    """The null test above can fail: uncorrected p-values flag slices on null data."""
+    store, _ = make_store(tmp_path, n=600, seed=3, error_rate=0.15)
+    report = discover_slices(store, significant_only=False, min_support=15)
+    assert any(s.p_value < 0.05 for s in report) and not any(s.significant for s in report)
+
+
+def test_definitions_give_exactly_the_members(tmp_path):
+    store, _ = make_store(tmp_path, n=3000, unlabeled=40, shift=2.0,
+                          planted=lambda m, rng: ((m["my score"] > 0.7) & ~m.flag & (m.height < 165)).to_numpy())
+    subsets = activis.Subsets(store)
+    report = discover_slices(store, layer="fc", significant_only=False, drop_redundant=False, top_k=20,
+                             max_overlap=0.9)
+    assert len(report) >= 10
+    kinds = set()
+    for i, found in enumerate(report):
+        kinds.add(found.kind)
+        assert np.array_equal(np.flatnonzero(subsets.mask(found.definition)), found.members), found.description
+        adopted = found.adopt(subsets, name=f"slice {i}")
+        assert np.array_equal(subsets.indices(adopted.name), found.members)
+        assert found.size == len(found.members) and (found.members >= 40).all()  # unlabeled ones stay out
+    assert kinds == {"metadata", "activations"}
+    assert "`my score`" in " ".join(s.description for s in report)
+
+
+def test_predicate_thresholds_are_short_and_exact():
+    rng = np.random.default_rng(0)
+    table = pd.DataFrame({"x": rng.normal(size=500).astype(np.float32), "big": rng.normal(1e6, 1e5, 500),
+                          "n": rng.integers(0, 1000, 500)})
+    found, _ = predicates(table, ["x", "big", "n"], n_bins=5, min_support=10, rows=np.arange(500))
+    for p in found:
+        assert len(p.text) < 40, p.text
+        store_like = table.eval(p.text.replace("`", ""))
+        assert np.array_equal(store_like.to_numpy(), p.mask), p.text
+
+
+def test_lattice_matches_brute_force():
+    rng = np.random.default_rng(1)
+    n = 400
+    table = pd.DataFrame({c: rng.integers(0, 4, n) for c in "abcd"})
+    errors = (rng.random(n) < np.where((table.a == 1) & (table.b == 2), 0.6, 0.1)).astype(float)
+    found, _ = predicates(table, list("abcd"), n_bins=5, min_support=5, rows=np.arange(n))
+    masks = np.stack([p.mask for p in found])
+    features = np.array(["abcd".index(p.column) for p in found])
+    scoring = Scoring(n=n, mean_error=errors.mean(), min_support=5, weight=0.95)
+    result = search(masks, features, errors, scoring, max_level=3, keep=10, max_candidates=10**6, deadline=1e18)
+    got = {tuple(row): (s, e) for level in result.levels for row, s, e in zip(level.items.tolist(), level.sizes,
+                                                                               level.errors)}
+    best = []
+    for level in (1, 2, 3):
+        for combo in itertools.combinations(range(len(found)), level):
+            if len(set(features[list(combo)])) < level:
+                continue
+            mask = np.logical_and.reduce(masks[list(combo)])
+            if mask.sum() >= 5:
+                best.append((float(scoring.score(mask.sum(), errors[mask].sum())), combo))
+                if combo in got:
+                    assert got[combo] == (mask.sum(), errors[mask].sum())
+    best.sort(reverse=True)
+    top = [combo for _, combo in best[:10]]
+    assert all(combo in got for combo in top)  # pruning never loses a top-k slice
+    assert result.tried < len(best)  # and it did prune
+
+
+def test_p_values_bounds_and_corrections():
+    sizes, errors = np.array([30, 50, 80, 200]), np.array([12, 9, 30, 25])
+    exact = p_values(sizes, errors, n=1000, total=100, binary=True, variance=0)
+    assert np.allclose(exact, stats.hypergeom.sf(errors - 1, 1000, 100, sizes))
+    assert (p_bounds(sizes, errors, n=1000, total=100) >= exact).all()
+    p = np.array([0.001, 0.02, 0.03, 0.5])
+    assert np.allclose(adjust(p, 4, "holm"), [0.004, 0.06, 0.06, 0.5])
+    assert np.allclose(adjust(p, 4, "bh"), [0.004, 0.04, 0.04, 0.5])
+    assert np.allclose(adjust(p, 10, "holm")[0], 0.01)  # untested candidates count
+
+
+def test_loss_and_array_metrics(tmp_path):
+    store, inside = make_store(tmp_path, planted=lambda m, rng: (m.city == "kyiv").to_numpy() & (m.age < 30))
+    for metric in ("loss", (~store.instances.correct.to_numpy()).astype(float) * 2.0):
+        report = discover_slices(store, metric=metric, max_level=2)
+        assert jaccard(report[0].members, inside) >= 0.5
+
+
+def test_stop_progress_and_limits(tmp_path):
+    store, _ = make_store(tmp_path, planted=lambda m, rng: (m.city == "rome").to_numpy())
+    seen = []
+    discover_slices(store, progress=lambda f, m: seen.append(f))
+    assert seen[-1] == 1.0 and all(0 <= f <= 1 for f in seen) and len(seen) > 3
+    stop = threading.Event()
+    stop.set()
+    report = discover_slices(store, stop=stop)
+    assert not report.complete and any("stopped" in n for n in report.notes)
+    report = discover_slices(store, max_candidates=10)
+    assert not report.complete and any("max_candidates" in n for n in report.notes)
+
+
+def test_bad_inputs_name_the_valid_choices(tmp_path):
+    store, _ = make_store(tmp_path, n=200)
+    with pytest.raises(SliceError, match="captured layers: fc"):
+        discover_slices(store, layer="nope")
+    with pytest.raises(SliceError, match="columns of this store: .*age"):
+        discover_slices(store, columns=["agee"])
+    with pytest.raises(SliceError, match="'error', 'loss'"):
+        discover_slices(store, metric="accuracy")
+    with pytest.raises(SliceError, match="holm, bh"):
+        discover_slices(store, correction="bonferroni")
+    with pytest.raises(SliceError, match="one value per instance"):
+        discover_slices(store, metric=np.ones(3))
+    empty = write_store(tmp_path / "empty", {"fc": np.zeros((0, 2))}, labels=np.zeros(0, int),
+                        outputs=np.zeros((0, 2)))
+    with pytest.raises(SliceError, match="no instances"):
+        discover_slices(empty)
+    unlabeled = write_store(tmp_path / "unlabeled", {"fc": np.zeros((5, 2))}, labels=np.full(5, -1),
+                            outputs=np.zeros((5, 2)))
+    with pytest.raises(SliceError, match="labels="):
+        discover_slices(unlabeled)
+    assert activis.SliceError is SliceError and activis.discover_slices is discover_slices
+
+
+def test_a_perfect_model_has_no_slices(tmp_path):
+    store, _ = make_store(tmp_path, n=300, error_rate=0.0)
+    report = discover_slices(store, layer="fc")
+    assert len(report) == 0 and "no slice" in report.notes[0]
