@@ -28,7 +28,6 @@ _EXPORTS = {
     "Cockpit": "cockpit", "read_log": "cockpit", "load_runs": "cockpit", "configuration": "cockpit",
     "CockpitLog": "cockpit",
     "checkup": "doctor", "DoctorError": "doctor", "DoctorReport": "widgets",
-    "checkup": "doctor", "DoctorError": "doctor",
     "evaluate": "evaluation", "EvaluationError": "evaluation", "compare_runs": "evaluation",
     "compare_stores": "evaluation",
     "discover_slices": "slices", "Slice": "slices", "SliceReport": "slices", "SliceError": "slices",

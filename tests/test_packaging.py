@@ -76,7 +76,7 @@ def test_demo_command_serves_the_quickstart(tmp_path):
                              "--port", str(free_port()), "--ip", "127.0.0.1"],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
     try:
-        url, lines, deadline = None, [], time.time() + 90
+        url, lines, deadline = None, [], time.time() + 300
         while time.time() < deadline and url is None:
             line = proc.stdout.readline()
             if not line:  # the server exited
