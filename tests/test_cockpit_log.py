@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from activis.cockpit import Cockpit, CockpitLog, CockpitLogError, load_runs, read_log
+from activis.cockpit import Cockpit, CockpitError, CockpitLog, load_runs, read_log
 
 
 def tiny_run(folder, steps=5, quantities="economy", run=None, seed=0):
@@ -133,9 +133,9 @@ def test_runs_side_by_side(tmp_path):
 
 def test_clear_errors(tmp_path):
     tiny_run(tmp_path / "a", steps=1).close()
-    with pytest.raises(CockpitLogError, match="already holds a cockpit log"):
+    with pytest.raises(CockpitError, match="already holds a cockpit log"):
         tiny_run(tmp_path / "a", steps=1)
-    with pytest.raises(CockpitLogError, match="not a cockpit log"):
+    with pytest.raises(CockpitError, match="not a cockpit log"):
         read_log(tmp_path / "missing")
     log = read_log(tmp_path / "a")
     with pytest.raises(KeyError, match="Unknown layer 'nope'; layers: 0, 2"):
@@ -219,11 +219,11 @@ def test_a_missing_histogram_file_loses_only_the_histograms(tmp_path):
 def test_not_a_log_at_all_is_a_clear_error(tmp_path):
     (tmp_path / "other").mkdir()
     (tmp_path / "other" / "meta.json").write_text(json.dumps({"format": "someone-else"}))
-    with pytest.raises(CockpitLogError, match=r"not a cockpit log \(format 'someone-else'"):
+    with pytest.raises(CockpitError, match=r"not a cockpit log \(format 'someone-else'"):
         read_log(tmp_path / "other")
     (tmp_path / "broken").mkdir()
     (tmp_path / "broken" / "meta.json").write_text("{not json")
-    with pytest.raises(CockpitLogError, match=r"meta.json is damaged .*and there is no records.jsonl"):
+    with pytest.raises(CockpitError, match=r"meta.json is damaged .*and there is no records.jsonl"):
         read_log(tmp_path / "broken")
 
 

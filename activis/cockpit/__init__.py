@@ -12,7 +12,7 @@ import importlib
 
 # public name -> submodule that defines it (None: the submodule itself)
 _EXPORTS = {
-    "Cockpit": "cockpit", "CockpitLog": "log", "CockpitLogError": "log", "load_runs": "log", "read_log": "log",
+    "Cockpit": "cockpit", "CockpitLog": "log", "CockpitError": "log", "load_runs": "log", "read_log": "log",
     "CONFIGURATIONS": "quantities", "QUANTITIES": "quantities", "configuration": "quantities",
     "Unavailable": "taps", "quantities": None, "schedules": None,
 }

@@ -41,7 +41,7 @@ from .hessian import (
     hutchinson_diagonal,
     not_piecewise_linear,
 )
-from .log import CockpitLog, layer_of
+from .log import CockpitError, CockpitLog, layer_of
 from .quantities import QUANTITIES, Quantity, TwoStepQuantity, configuration
 from .taps import Taps, Unavailable, fallback_grads
 
@@ -279,12 +279,12 @@ class Cockpit:
                  full_hessian_max_params: int = 2048, hutchinson_samples: int = 20, mc_samples: int = 1,
                  chunk_size: int = 32, fsync_interval: float = 1.0, seed: int = 0, doctor: bool = False):
         if not isinstance(model, nn.Module):
-            raise TypeError(f"Cockpit needs a torch.nn.Module, got {type(model).__name__}")
+            raise CockpitError(f"Cockpit needs a torch.nn.Module, got {type(model).__name__}")
         self.model = model
         self.quantities = self._quantities(quantities)
         self.params = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
         if not self.params:
-            raise ValueError("the model has no parameters that require gradients")
+            raise CockpitError("the model has no parameters that require gradients")
         self.optimizer = optimizer
         self.doctor = None  # the training doctor's watchers (doctor=True), fed each step's readings
         if doctor:
@@ -329,17 +329,17 @@ class Cockpit:
         for q in quantities:
             if isinstance(q, str):
                 if q not in QUANTITIES:
-                    raise ValueError(f"unknown quantity {q!r}; known quantities: {', '.join(QUANTITIES)}")
+                    raise CockpitError(f"unknown quantity {q!r}; known quantities: {', '.join(QUANTITIES)}")
                 q = QUANTITIES[q]
             if inspect.isclass(q) and issubclass(q, Quantity):
                 q = q()
             if not isinstance(q, Quantity):
-                raise TypeError(f"not a quantity: {q!r}; known quantities: {', '.join(QUANTITIES)}")
+                raise CockpitError(f"not a quantity: {q!r}; known quantities: {', '.join(QUANTITIES)}")
             result.append(q)
         names = [q.name for q in result]
         duplicates = {n for n in names if names.count(n) > 1}
         if duplicates:
-            raise ValueError(f"each quantity may appear once; twice: {sorted(duplicates)}")
+            raise CockpitError(f"each quantity may appear once; twice: {sorted(duplicates)}")
         return result
 
     def _array_shape(self, q) -> list[int]:
@@ -349,7 +349,7 @@ class Cockpit:
 
     def _choose_hess_method(self, method: str, full_max: int) -> tuple[str, str]:
         if method not in _HESS_METHODS:
-            raise ValueError(f"hessian_diagonal must be one of {_HESS_METHODS}, not {method!r}")
+            raise CockpitError(f"hessian_diagonal must be one of {_HESS_METHODS}, not {method!r}")
         if not any(q.curvature for q in self.quantities):
             return "none", ""
         reason = not_piecewise_linear(self.model)
@@ -405,7 +405,7 @@ class Cockpit:
         """Record other per-step numbers (accuracy, validation loss, ...) next to the quantities."""
         bad = [k for k in values if k in QUANTITIES]
         if bad:
-            raise ValueError(f"{bad} are quantity names; pick other names for metrics")
+            raise CockpitError(f"{bad} are quantity names; pick other names for metrics")
         self.log.append(step, {k: float(v) for k, v in values.items()})
         if self.doctor is not None:
             self.doctor.observe(step, {k: float(v) for k, v in values.items()})
@@ -567,18 +567,18 @@ class _Tracking:
         loss, losses = self.loss, self.losses
         if losses is not None:
             if not isinstance(losses, torch.Tensor) or losses.dim() != 1:
-                raise ValueError("individual_losses must be a 1-D tensor with one loss per sample "
+                raise CockpitError("individual_losses must be a 1-D tensor with one loss per sample "
                                  "(e.g. F.cross_entropy(..., reduction='none'))")
             mean = losses.detach().mean()
             if loss is None:
                 loss = mean
             elif not torch.isclose(loss.detach().to(mean), mean, rtol=1e-4, atol=1e-6, equal_nan=True):
-                raise ValueError(f"loss ({float(loss.detach()):.6g}) is not the mean of individual_losses "
+                raise CockpitError(f"loss ({float(loss.detach()):.6g}) is not the mean of individual_losses "
                                  f"({float(mean):.6g}); the instruments assume the mean loss")
         if loss is None:
-            raise ValueError("pass loss=... or individual_losses=... to the cockpit")
+            raise CockpitError("pass loss=... or individual_losses=... to the cockpit")
         if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
-            raise ValueError("loss must be a scalar tensor")
+            raise CockpitError("loss must be a scalar tensor")
         self._warn_if_not_finite(loss, losses)
         return loss, losses
 
@@ -601,7 +601,7 @@ class _Tracking:
         args = self.cockpit.taps.args
         if args and isinstance(args[0], torch.Tensor) and args[0].dim() > 0:
             return args[0].shape[0]
-        raise ValueError("cannot infer the batch size: pass individual_losses=... or batch_size=...")
+        raise CockpitError("cannot infer the batch size: pass individual_losses=... or batch_size=...")
 
     def __exit__(self, exc_type, exc, tb):
         cp = self.cockpit

@@ -44,10 +44,11 @@ ROOT_LAYER = "(model)"  # the layer name of parameters that belong to the model 
 MAX_ROW_VALUES = 1 << 28  # a histogram row spec claiming more values than this is damaged
 
 
-class CockpitLogError(ValueError, KeyError):
-    """A log that cannot be read or written as asked: not a log, a newer one, an unknown step, layer or array.
+class CockpitError(ValueError, KeyError, TypeError):
+    """A cockpit that cannot be set up, fed or read as asked: a bad model, quantity, configuration or
+    loss, a folder that is not a log (or a newer one), an unknown step, layer or array.
 
-    Also a KeyError (an unknown name, as a mapping raises), so code that caught that before still does.
+    Also a ValueError, KeyError and TypeError, so code that caught those before still does.
     """
 
     __str__ = Exception.__str__  # the message as written, not quoted as KeyError would
@@ -96,7 +97,7 @@ class CockpitLog:
         if self.writable:
             self.directory.mkdir(parents=True, exist_ok=True)
             if (self.directory / META).exists():
-                raise CockpitLogError(f"{self.directory} already holds a cockpit log; log each run "
+                raise CockpitError(f"{self.directory} already holds a cockpit log; log each run "
                                       "into a folder of its own")
             _atomic_write(self.directory / META, json.dumps(self.meta, indent=1))
 
@@ -120,7 +121,7 @@ class CockpitLog:
             return list(range(len(self.param_names)))
         found = [i for i, n in enumerate(self.param_names) if layer_of(n) == layer]
         if not found:
-            raise CockpitLogError(f"Unknown layer {layer!r}; layers: {', '.join(self.layers)}")
+            raise CockpitError(f"Unknown layer {layer!r}; layers: {', '.join(self.layers)}")
         return found
 
     # ------------------------------------------------------------------ writing
@@ -133,11 +134,11 @@ class CockpitLog:
                 for name, value in arrays.items():
                     spec = self.meta.get("arrays", {}).get(name)
                     if spec is None:
-                        raise CockpitLogError(f"{name!r} is not an array of this log; arrays: "
+                        raise CockpitError(f"{name!r} is not an array of this log; arrays: "
                                               f"{', '.join(self.meta.get('arrays', {})) or 'none'}")
                     arr = np.ascontiguousarray(value, dtype=np.dtype(spec["dtype"]))
                     if list(arr.shape) != list(spec["shape"]):
-                        raise CockpitLogError(f"{name}: rows have shape {spec['shape']}, got {list(arr.shape)}")
+                        raise CockpitError(f"{name}: rows have shape {spec['shape']}, got {list(arr.shape)}")
                     rows[name] = len(self._rows[name])
                     if self.writable:
                         self._write(f"{name}.bin", arr.tobytes())
@@ -285,7 +286,7 @@ class CockpitLog:
             if step not in self._records:
                 steps = sorted(self._records)
                 shown = f"{steps[0]}..{steps[-1]} ({len(steps)} steps)" if steps else "none yet"
-                raise CockpitLogError(f"Step {step!r} is not in this log; steps: {shown}")
+                raise CockpitError(f"Step {step!r} is not in this log; steps: {shown}")
             return dict(self._records[step])
 
     def frame(self) -> pd.DataFrame:
@@ -330,7 +331,7 @@ class CockpitLog:
         """Counts of a histogram quantity summed over steps start..stop (inclusive) and over the
         parameters of ``layer`` (all for None). Returns (counts, number of steps summed)."""
         if name not in self._rows:
-            raise CockpitLogError(f"{name} is not in this log; arrays: {', '.join(self._rows) or 'none'}")
+            raise CockpitError(f"{name} is not in this log; arrays: {', '.join(self._rows) or 'none'}")
         idx = self.layer_params(layer)
         shape = self.meta["arrays"][name]["shape"][1:]
         with self._lock:
@@ -366,9 +367,9 @@ def _read_meta(path: pathlib.Path) -> dict:
     try:
         raw = file.read_bytes()
     except FileNotFoundError:
-        raise CockpitLogError(f"{path} is not a cockpit log (no {META})") from None
+        raise CockpitError(f"{path} is not a cockpit log (no {META})") from None
     except IsADirectoryError:
-        raise CockpitLogError(f"{path} is not a cockpit log ({META} is a folder)") from None
+        raise CockpitError(f"{path} is not a cockpit log ({META} is a folder)") from None
     meta, problems = None, []
     try:
         meta = json.loads(raw.decode("utf-8"))
@@ -382,16 +383,16 @@ def _read_meta(path: pathlib.Path) -> dict:
         meta, problems = None, ["not a JSON object"]
     if meta is None:
         if not (path / RECORDS).exists():
-            raise CockpitLogError(f"{file} is damaged ({problems[0]}) and there is no {RECORDS}: nothing to read")
+            raise CockpitError(f"{file} is damaged ({problems[0]}) and there is no {RECORDS}: nothing to read")
         meta = {"format": FORMAT, "version": FORMAT_VERSION}
     elif meta.get("format") != FORMAT:
-        raise CockpitLogError(f"{path} is not a cockpit log (format {meta.get('format')!r} in {file}, "
+        raise CockpitError(f"{path} is not a cockpit log (format {meta.get('format')!r} in {file}, "
                               f"expected {FORMAT!r})")
     else:
         meta = dict(meta)
         problems += _check_meta_fields(meta)
     if meta["version"] > FORMAT_VERSION:
-        raise CockpitLogError(f"{path} was written by a newer activis (log version {meta['version']}; this "
+        raise CockpitError(f"{path} was written by a newer activis (log version {meta['version']}; this "
                               f"activis reads version {FORMAT_VERSION})")
     if problems:
         warnings.warn(f"{file} is damaged ({'; '.join(problems)}); the records are read without what it lost "
@@ -458,5 +459,5 @@ def load_runs(runs: Iterable | Mapping) -> pd.DataFrame:
         frame.insert(0, "run", name if name is not None else (log.run or str(log.directory)))
         frames.append(frame)
     if not frames:
-        raise CockpitLogError("load_runs needs at least one run (a log folder or a CockpitLog)")
+        raise CockpitError("load_runs needs at least one run (a log folder or a CockpitLog)")
     return pd.concat(frames, ignore_index=True)

@@ -25,6 +25,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from .log import CockpitError
+
 
 @dataclass(frozen=True)
 class Bins:
@@ -36,7 +38,7 @@ class Bins:
 
     def __post_init__(self):
         if self.bins < 1 or not self.lo < self.hi:
-            raise ValueError(f"A histogram needs bins >= 1 and lo < hi, got {self}.")
+            raise CockpitError(f"A histogram needs bins >= 1 and lo < hi, got {self}.")
 
     @property
     def width(self) -> float:

@@ -16,6 +16,7 @@ import numpy as np
 import torch
 
 from .fused import ratio_sum
+from .log import CockpitError
 from .persample import Bins
 from .schedules import Schedule, linear
 from .taps import Unavailable
@@ -345,7 +346,7 @@ class HessMaxEV(Quantity):
                  rtol: float = 1e-3, atol: float = 1e-6, seed: int = 0):
         super().__init__(schedule)
         if method not in ("power", "lanczos"):
-            raise ValueError(f"HessMaxEV method must be 'power' or 'lanczos', not {method!r}")
+            raise CockpitError(f"HessMaxEV method must be 'power' or 'lanczos', not {method!r}")
         self.method, self.warm_start = method, warm_start
         self.maxiter, self.rtol, self.atol = maxiter, rtol, atol
         self.generator = torch.Generator().manual_seed(seed)
@@ -391,8 +392,8 @@ def configuration(label: str, schedule: Schedule | None = None, **options) -> li
     ``configuration("full", HessMaxEV={"warm_start": True})``.
     """
     if label not in CONFIGURATIONS:
-        raise ValueError(f"Unknown configuration {label!r}; choose one of {sorted(CONFIGURATIONS)}")
+        raise CockpitError(f"Unknown configuration {label!r}; choose one of {sorted(CONFIGURATIONS)}")
     unknown = set(options) - set(CONFIGURATIONS[label])
     if unknown:
-        raise ValueError(f"Options for quantities not in {label!r}: {sorted(unknown)}")
+        raise CockpitError(f"Options for quantities not in {label!r}: {sorted(unknown)}")
     return [QUANTITIES[name](schedule, **options.get(name, {})) for name in CONFIGURATIONS[label]]

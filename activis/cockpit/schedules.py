@@ -6,6 +6,8 @@ keeps, so a run says what it tracked when.
 
 from __future__ import annotations
 
+from .log import CockpitError
+
 
 class Schedule:
     def __call__(self, step: int) -> bool:
@@ -23,7 +25,7 @@ class linear(Schedule):  # noqa: N801 - named like the reference's function
 
     def __init__(self, interval: int = 1, offset: int = 0):
         if int(interval) < 1:
-            raise ValueError(f"interval must be a positive integer, got {interval!r}")
+            raise CockpitError(f"interval must be a positive integer, got {interval!r}")
         self.interval, self.offset = int(interval), int(offset)
 
     def __call__(self, step: int) -> bool:
@@ -44,7 +46,7 @@ class logarithmic(Schedule):  # noqa: N801
         import torch
 
         if steps < 1 or end < start:
-            raise ValueError(f"need steps >= 1 and end >= start, got start={start}, end={end}, steps={steps}")
+            raise CockpitError(f"need steps >= 1 and end >= start, got start={start}, end={end}, steps={steps}")
         points = torch.logspace(start, end, steps, base=base, dtype=torch.int64).tolist()
         self.steps = sorted(set(points) | ({0} if init else set()))
         self._set = frozenset(self.steps)
