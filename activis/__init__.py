@@ -26,7 +26,7 @@ _EXPORTS = {
     "explain_instance": "analysis", "confusion_pairs": "analysis", "AnalysisError": "analysis",
     "sample_instances": "analysis",
     "Cockpit": "cockpit", "read_log": "cockpit", "load_runs": "cockpit", "configuration": "cockpit",
-    "CockpitLog": "cockpit",
+    "CockpitLog": "cockpit", "CockpitError": "cockpit",
     "checkup": "doctor", "DoctorError": "doctor", "DoctorReport": "widgets",
     "evaluate": "evaluation", "EvaluationError": "evaluation", "compare_runs": "evaluation",
     "compare_stores": "evaluation",

@@ -33,8 +33,12 @@ CHUNK_BYTES = 4 << 20  # small enough to stay in cache between the conversion an
 STD_FLOOR = 1e-3
 
 
-class AnalysisError(ValueError):
-    """A question the store cannot answer as asked (no label, a class without members, ...)."""
+class AnalysisError(ValueError, IndexError, TypeError):
+    """A question the store cannot answer as asked (no label, a class without members, a bad index, ...).
+
+    Also an IndexError and a TypeError (an instance out of range, an index of the wrong type), so code
+    that caught those before still does.
+    """
 
 
 class UnknownLayerError(KeyError):
@@ -117,7 +121,7 @@ def as_indices(values, n: int, what: str) -> np.ndarray:
     arr = np.asarray(values if values is not None else [])
     if arr.dtype == bool:
         if arr.shape != (n,):
-            raise ValueError(f"A boolean mask for {what} must have one entry per instance ({n}), "
+            raise AnalysisError(f"A boolean mask for {what} must have one entry per instance ({n}), "
                              f"not shape {arr.shape}.")
         return np.flatnonzero(arr)
     if arr.size == 0:
@@ -126,11 +130,11 @@ def as_indices(values, n: int, what: str) -> np.ndarray:
         if arr.dtype.kind == "f" and np.all(np.isfinite(arr)) and np.all(arr == np.round(arr)):
             arr = arr.astype(np.int64)
         else:
-            raise ValueError(f"{what} must be instance indices (integers) or a boolean mask, not {arr.dtype}.")
+            raise AnalysisError(f"{what} must be instance indices (integers) or a boolean mask, not {arr.dtype}.")
     arr = np.unique(arr.reshape(-1).astype(np.int64))
     if arr[0] < 0 or arr[-1] >= n:
         bad = arr[0] if arr[0] < 0 else arr[-1]
-        raise IndexError(f"{what}: instance {bad} is outside the store's {n} instances.")
+        raise AnalysisError(f"{what}: instance {bad} is outside the store's {n} instances.")
     return arr
 
 
@@ -295,9 +299,9 @@ def explain_instance(store, index: int, layer: str | None = None, *, compare_to=
     """
     n = store.n_instances
     if not isinstance(index, (int, np.integer)) or isinstance(index, bool):
-        raise TypeError(f"index must be an integer instance index, not {type(index).__name__}.")
+        raise AnalysisError(f"index must be an integer instance index, not {type(index).__name__}.")
     if not 0 <= index < n:
-        raise IndexError(f"Instance {index} is outside the store's {n} instances.")
+        raise AnalysisError(f"Instance {index} is outside the store's {n} instances.")
     index = int(index)
     stats = class_statistics(store, layer)
     layer = stats.layer
@@ -422,6 +426,10 @@ def confusion_pairs(store, top: int | None = 10, *, examples: int = 5) -> pd.Dat
     (the ones the model was surest about are usually the most telling). Unlabelled instances are left
     out. ``top=None`` lists every pair.
     """
+    for name, value in (("top", top), ("examples", examples)):
+        if value is not None and (not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 0):
+            raise AnalysisError(f"{name} must be a number of {'pairs' if name == 'top' else 'instances'} (>= 0"
+                                f"{', or None for all' if name == 'top' else ''}), not {value!r}.")
     labels = np.asarray(store.column("label"), dtype=np.int64)
     preds = np.asarray(store.column("pred"), dtype=np.int64)
     confidence = np.asarray(store.column("confidence"), dtype=np.float64)
@@ -463,7 +471,7 @@ def sample_instances(store, max_instances: int = 1000, *, seed: int = 0, include
     even beyond the budget or outside ``within``. The same arguments give the same sample.
     """
     if max_instances < 1:
-        raise ValueError(f"max_instances must be at least 1, not {max_instances}.")
+        raise AnalysisError(f"max_instances must be at least 1, not {max_instances}.")
     n = store.n_instances
     candidates = np.arange(n) if within is None else as_indices(within, n, "within")
     include = as_indices(list(include), n, "include")

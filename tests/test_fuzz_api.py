@@ -311,7 +311,7 @@ def _enter_cockpit(w, **kwargs):
         pass
 
 
-# defects left in files another change owns (api: graph, capture, store; kit: the views; analysis):
+# defects left in files another change owns (api: graph, capture, store; kit: the views):
 # a strict xfail each, so a fix makes it XPASS and the mark has to go
 _BUILTIN = "a builtin error class (the message is clear)"
 KNOWN = {
@@ -326,7 +326,7 @@ KNOWN = {
     "graph-node-unknown": ("unclear", "a bare KeyError('nope') that lists no nodes"),
     **{name: ("wrong", "accepted without a word") for name in (
         "graph-leaf-not-type", "layer-spec-bad-dtype", "layer-spec-negative", "subset-panel-unknown-active",
-        "selection-bad-brush", "confusion-pairs-bad-top")},
+        "selection-bad-brush")},
     "write-store-mismatched-rows": ("unclear", "a builtin ValueError about 'batch of 5 rows', not the 4 labels"),
     **{name: ("unclear", _BUILTIN) for name in (
         "graph-from-dict-empty", "capture-onto-existing-store", "store-unknown-layer", "store-layer-spec-unknown",
@@ -335,8 +335,8 @@ KNOWN = {
         "projection-unknown-layer", "matrix-unknown-layer", "matrix-bad-instance",
         "matrix-bad-statistic", "matrix-sort-unknown-row", "matrix-remove-unknown-row", "projection-view-unknown-layer",
         "projection-view-bad-color", "projection-view-bad-neuron", "instance-panel-bad-pin", "instance-panel-bad-sort",
-        "instance-panel-bad-layer", "instance-panel-sort-length", "explorer-unknown-layer", "cockpit-panel-bad-source",
-        "explain-bad-index", "sample-instances-bad-max")},
+        "instance-panel-bad-layer", "instance-panel-sort-length", "explorer-unknown-layer",
+        "cockpit-panel-bad-source")},
 }
 CASES = GRAPH + CAPTURE + STORE + SUBSETS + PROJECTION + COCKPIT + LOG + WIDGETS
 PARAMS = [pytest.param(*case, id=case[0], marks=[pytest.mark.xfail(strict=True, reason=": ".join(KNOWN[case[0]]))]
