@@ -31,6 +31,7 @@ _EXPORTS = {
     "evaluate": "evaluation", "EvaluationError": "evaluation", "compare_runs": "evaluation",
     "compare_stores": "evaluation",
     "discover_slices": "slices", "Slice": "slices", "SliceReport": "slices", "SliceError": "slices",
+    "SliceSuggestions": "widgets",
     "GraphView": "widgets", "ActivationMatrix": "widgets", "ProjectionView": "widgets",
     "InstancePanel": "widgets", "SubsetPanel": "widgets", "Selection": "widgets", "Explorer": "widgets",
     "CockpitPanel": "widgets", "MisclassificationView": "widgets",

@@ -18,6 +18,7 @@ _VIEWS = {
     "CockpitPanel": "cockpit_panel",
     "MisclassificationView": "misclassification_view",
     "DoctorReport": "doctor_report",
+    "SliceSuggestions": "slice_suggestions",
 }
 
 __all__ = sorted(_VIEWS)

@@ -22,6 +22,7 @@ from .instance_panel import InstancePanel
 from .misclassification_view import MisclassificationView
 from .projection_view import ProjectionView
 from .selection import INSTANCES, MATRIX, PROJECTION, Selection, as_indices
+from .slice_suggestions import SliceSuggestions
 from .subset_panel import SubsetPanel
 
 
@@ -69,6 +70,7 @@ class Explorer(widgets.VBox):
         self.projection = ProjectionView(store, layer, method, params=projection_params, height=420)
         self.instances = InstancePanel(store, max_instances=max_instances, height=420)
         self.subset_panel = SubsetPanel(self.subsets, height=380)
+        self.slice_suggestions = SliceSuggestions(self.subsets, layer=layer, height=300)
         self.why = MisclassificationView(store, layer, height=300)
         self.status = widgets.Label("")
         for view in (self.matrix, self.projection, self.instances, self.why):
@@ -82,7 +84,9 @@ class Explorer(widgets.VBox):
         if self.graph_view is not None:
             children.append(self.graph_view)
         children += [
-            widgets.HBox([_boxed(self.matrix, "62%"), _boxed(self.subset_panel, "38%")], layout=row),
+            widgets.HBox([_boxed(self.matrix, "62%"), widgets.VBox(
+                [_boxed(self.subset_panel, "100%"), _boxed(self.slice_suggestions, "100%")],
+                layout=widgets.Layout(width="38%", min_width="0"))], layout=row),
             widgets.HBox([_boxed(self.projection, "50%"), _boxed(self.instances, "50%")], layout=row),
             self.why,
         ]
@@ -92,7 +96,7 @@ class Explorer(widgets.VBox):
     @property
     def views(self) -> list:
         """Every activis view of the explorer."""
-        views = [self.matrix, self.projection, self.instances, self.subset_panel, self.why]
+        views = [self.matrix, self.projection, self.instances, self.subset_panel, self.slice_suggestions, self.why]
         return views if self.graph_view is None else [self.graph_view, *views]
 
     # ------------------------------------------------------------------ wiring
@@ -120,6 +124,9 @@ class Explorer(widgets.VBox):
         sel.observe(self._on_brush, ["brush", "brush_source"])
         # subsets: picking one highlights it everywhere
         self.subset_panel.observe(self._on_subset_pick, "active")
+        # a suggested slice, once adopted, is picked like any subset; suggestions follow the layer
+        self.slice_suggestions.observe(self._on_slice_adopted, "adopted")
+        sel.observe(lambda c: setattr(self.slice_suggestions, "layer", c["new"]), "layer")
         self.matrix.observe(self._on_matrix_row_pick, "selected_row")
         # the misclassification view: a click on a bar picks its neuron everywhere
         self.why.observe(lambda c: setattr(sel, "neuron", c["new"]), "selected_neuron")
@@ -219,6 +226,10 @@ class Explorer(widgets.VBox):
         self.selection.subset_indices = as_indices(self.subsets.indices(name)) if name else None
         if name and row_keys.subset_row(name) not in self.matrix.row_keys:
             self.matrix.add_subset(name)
+
+    def _on_slice_adopted(self, change) -> None:
+        if change["new"]:
+            self.subset_panel.active = change["new"]
 
     def _on_matrix_row_pick(self, change) -> None:
         subset, instance = row_keys.subset_of(change["new"]), row_keys.instance_of(change["new"])
