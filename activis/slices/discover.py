@@ -251,9 +251,13 @@ def _lattice_candidates(lattice, masks, errors, scoring, binary, correction, kee
     if not len(sizes):
         return []
     scores = scoring.score(sizes, sums)
-    top = [int(i) for i in np.argsort(-scores, kind="stable")[: 4 * keep] if scores[i] > 0]
     total = scoring.mean_error * scoring.n
     variance = float(errors.var())
+    bounds = p_bounds(sizes, sums, n=scoring.n, total=total) if binary else \
+        p_values(sizes, sums, n=scoring.n, total=total, binary=False, variance=variance)
+    # the best by score and the surest by (a bound of) the p-value: either ranking may be asked for
+    top = [int(i) for i in dict.fromkeys([*np.argsort(-scores, kind="stable")[: 4 * keep],
+                                          *np.argsort(bounds, kind="stable")[: 4 * keep]]) if scores[i] > 0]
     exact_sizes, exact_sums, out = [], [], []
     for i in top:
         level = int(np.searchsorted(starts, i, side="right")) - 1
@@ -263,13 +267,10 @@ def _lattice_candidates(lattice, masks, errors, scoring, binary, correction, kee
         exact_sums.append(float(errors[mask].sum()))  # exact, whatever the bit planes rounded
         out.append(_Candidate("metadata", mask, exact_sizes[-1], exact_sums[-1],
                               float(scoring.score(exact_sizes[-1], exact_sums[-1])), 1.0, 1.0, items=item))
-    if binary:  # a bound for every candidate tried, the exact value for those that can be reported
-        p = p_bounds(sizes, sums, n=scoring.n, total=total)
-        p[top] = np.minimum(p[top], p_values(exact_sizes, exact_sums, n=scoring.n, total=total, binary=True,
-                                             variance=variance))
-    else:
-        p = p_values(sizes, sums, n=scoring.n, total=total, binary=False, variance=variance)
-        p[top] = p_values(exact_sizes, exact_sums, n=scoring.n, total=total, binary=False, variance=variance)
+    # a bound for every candidate tried, the exact value for those that can be reported
+    p = bounds.copy()
+    exact = p_values(exact_sizes, exact_sums, n=scoring.n, total=total, binary=binary, variance=variance)
+    p[top] = np.minimum(p[top], exact) if binary else exact
     adjusted = adjust(p, lattice.tried, correction)
     for c, i in zip(out, top):
         c.p_value, c.p_adjusted = float(p[i]), float(adjusted[i])
@@ -328,7 +329,10 @@ def _rank(candidates: list[_Candidate], errors: np.ndarray, scoring: Scoring, bi
     better-ranked one by more than ``max_overlap`` (Jaccard) is skipped.
     """
     pool = [c for c in candidates if c.p_adjusted <= alpha or not significant_only]
-    pool.sort(key=lambda c: (-c.score, c.p_value, len(c.items)))
+    if rank_by == "significance":
+        pool.sort(key=lambda c: (c.p_adjusted, c.p_value, -c.score, len(c.items)))
+    else:
+        pool.sort(key=lambda c: (-c.score, c.p_value, len(c.items)))
     pool = pool[:POOL]
     if not pool:
         return []
@@ -351,8 +355,6 @@ def _rank(candidates: list[_Candidate], errors: np.ndarray, scoring: Scoring, bi
     redundant[small[small_explained]] = True
     redundant[large[~small_explained & (worse_outside >= REDUNDANT_P)]] = True
     kept = np.flatnonzero(~redundant) if drop_redundant else np.arange(len(pool))
-    if rank_by == "significance":
-        kept = kept[np.lexsort(([-pool[i].score for i in kept], [pool[i].p_adjusted for i in kept]))]
     chosen: list[int] = []
     for i in kept:
         if all(inter[i, j] / (sizes[i] + sizes[j] - inter[i, j]) <= max_overlap for j in chosen):

@@ -41,9 +41,15 @@ def column_name(column: str) -> str:
 
 
 def default_columns(table: pd.DataFrame) -> list[str]:
-    """The user's metadata columns, and the true class (a class the model gets wrong is a slice)."""
+    """The user's metadata columns; the true class only when there are none.
+
+    Given the label, mislabelled instances are a slice of their own ("label == 1 and x > t" holds
+    the flipped ones), which hides the group they belong to; pass ``columns=[..., "label"]`` to
+    search per class.
+    """
+    meta = [str(c) for c in table.columns if c not in BUILT_IN]
     label = "label_name" if "label_name" in table.columns and table["label_name"].notna().all() else "label"
-    return [label] + [str(c) for c in table.columns if c not in BUILT_IN]
+    return meta or [label]
 
 
 def check_columns(table: pd.DataFrame, columns) -> list[str]:
