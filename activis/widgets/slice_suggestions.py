@@ -92,6 +92,7 @@ class SliceSuggestions(View):
         except Exception as exc:  # noqa: BLE001 - shown in the view, never lost in a thread
             self._later(self._show_failure, f"{type(exc).__name__}: {exc}")
             return
+        self._report = report  # at once: run(wait=True) then adopt() works inside one cell
         self._later(self._show_report, report, stop.is_set())
 
     def _later(self, fn, *args) -> None:
@@ -113,7 +114,6 @@ class SliceSuggestions(View):
             self.state, self.message = "failed", message
 
     def _show_report(self, report: SliceReport, stopped: bool) -> None:
-        self._report = report
         tested = ", ".join(f"{n:,} {family} candidates" for family, n in report.tested.items())
         with self.hold_sync():
             self.items = [s.to_dict() for s in report]
