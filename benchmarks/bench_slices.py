@@ -13,7 +13,10 @@ splits the data in half, trains a small torch MLP on one half and captures the o
 
 `discover_slices(store, layer)` then ranks the slices. A planted slice is recovered when one of the
 top 5 has Jaccard overlap >= 0.5 with it; precision is the share of the reported top-5 slices whose
-members lie mostly (>= 50 %) inside the planted one. Targets: recall >= 80 %.
+members lie mostly (>= 50 %) inside the planted one. Recall is given over every planting and over
+those that made an error slice (the group's error rate >= 1.5x the rest's and more than chance):
+a corruption the model shrugs off, or a flip of a handful of wine samples, plants nothing to find.
+Targets: recall >= 80 %.
 
 Speed. A 100,000 x 30 store (25 float32 and 5 categorical columns, a planted slice) is searched to
 three predicates; the figure is the wall time of the metadata search, and, as the baseline measured
@@ -116,6 +119,8 @@ def one_run(name: str, setting: str, seed: int, root: pathlib.Path) -> dict:
         flip = planted & (rng.random(len(held)) < 0.6)
         n_classes = int(y.max()) + 1
         labels[flip] = (labels[flip] + rng.integers(1, n_classes, flip.sum())) % n_classes
+    wrong = model(torch.from_numpy(inputs)).argmax(1).numpy() != labels
+    effective = _is_error_slice(wrong, planted)
     store = capture(model, inputs, root / f"{name}-{setting}-{seed}", labels=labels, metadata=meta,
                             layers=["3"], overwrite=True, progress=False)
     started = time.perf_counter()
@@ -125,10 +130,22 @@ def one_run(name: str, setting: str, seed: int, root: pathlib.Path) -> dict:
     planted_set = set(np.flatnonzero(planted).tolist())
     overlaps = [len(planted_set & set(s.members.tolist())) / len(planted_set | set(s.members.tolist())) for s in top]
     inside = [len(planted_set & set(s.members.tolist())) / max(1, s.size) for s in top]
-    return {"dataset": name, "setting": setting, "seed": seed, "recovered": any(o >= 0.5 for o in overlaps),
+    return {"dataset": name, "setting": setting, "seed": seed, "effective": effective,
+            "recovered": any(o >= 0.5 for o in overlaps),
             "best_jaccard": max(overlaps, default=0.0), "reported": len(top),
             "correct": sum(f >= 0.5 for f in inside), "seconds": seconds,
             "found_by": next((s.kind for s, o in zip(top, overlaps) if o >= 0.5), "")}
+
+
+def _is_error_slice(wrong: np.ndarray, planted: np.ndarray) -> bool:
+    """Did the planting make the group worse? Its error rate at least 1.5x the rest's, and more than chance
+    (one-sided exact test, p < 0.05): a corruption the model shrugs off plants no slice to find."""
+    from scipy.stats import hypergeom
+
+    inside, n = int(planted.sum()), len(planted)
+    errors_in, errors = int(wrong[planted].sum()), int(wrong.sum())
+    rest = (errors - errors_in) / max(1, n - inside)
+    return errors_in / max(1, inside) >= 1.5 * rest and hypergeom.sf(errors_in - 1, n, errors, inside) < 0.05
 
 
 def recovery(seeds: int) -> None:
@@ -140,15 +157,21 @@ def recovery(seeds: int) -> None:
                     rows.append(one_run(name, setting, seed, pathlib.Path(tmp)))
     table = pd.DataFrame(rows)
     summary = table.groupby(["dataset", "setting"]).agg(
-        runs=("seed", "size"), recall_top5=("recovered", "mean"), mean_best_jaccard=("best_jaccard", "mean"),
-        reported=("reported", "sum"), correct=("correct", "sum"), seconds=("seconds", "mean"))
+        runs=("seed", "size"), error_slices=("effective", "sum"), recall_top5=("recovered", "mean"),
+        mean_best_jaccard=("best_jaccard", "mean"), reported=("reported", "sum"), correct=("correct", "sum"),
+        seconds=("seconds", "mean"))
+    summary["recall_of_error_slices"] = table[table.effective].groupby(["dataset", "setting"]).recovered.mean()
     summary["precision_top5"] = summary["correct"] / summary["reported"].clip(lower=1)
-    print(summary[["runs", "recall_top5", "precision_top5", "mean_best_jaccard", "seconds"]].round(3).to_string())
+    print(summary[["runs", "error_slices", "recall_top5", "recall_of_error_slices", "precision_top5",
+                   "mean_best_jaccard", "seconds"]].round(3).to_string())
+    effective = table[table.effective]
     found = table[table.recovered].found_by.value_counts().to_dict()
-    print(f"\nall settings: recall of planted slices in the top 5 {table.recovered.mean():.1%} "
-          f"({int(table.recovered.sum())}/{len(table)}), precision of the top 5 "
-          f"{table.correct.sum() / max(1, table.reported.sum()):.1%} ({int(table.correct.sum())}/"
-          f"{int(table.reported.sum())} reported slices); recovered by: {found}")
+    print(f"\nall {len(table)} plantings: recall of the planted slice in the top 5 {table.recovered.mean():.1%} "
+          f"({int(table.recovered.sum())}/{len(table)}); of the {len(effective)} that made an error slice (error "
+          f"rate >= 1.5x the rest, p < 0.05): {effective.recovered.mean():.1%} ({int(effective.recovered.sum())}/"
+          f"{len(effective)}); precision of the top 5 {table.correct.sum() / max(1, table.reported.sum()):.1%} "
+          f"({int(table.correct.sum())}/{int(table.reported.sum())} reported slices mostly inside the planted one); "
+          f"recovered by: {found}")
 
 
 def speed() -> None:

@@ -171,9 +171,14 @@ def test_p_values_bounds_and_corrections():
 
 def test_loss_and_array_metrics(tmp_path):
     store, inside = make_store(tmp_path, planted=lambda m, rng: (m.city == "kyiv").to_numpy() & (m.age < 30))
-    for metric in ("loss", (~store.instances.correct.to_numpy()).astype(float) * 2.0):
+    gaps = (~store.instances.correct.to_numpy()).astype(float) * 2.0
+    gaps[::7] = np.nan  # instances without a value are left out, and out of the definitions too
+    subsets = activis.Subsets(store)
+    for metric in ("loss", (~store.instances.correct.to_numpy()).astype(float) * 2.0, gaps):
         report = discover_slices(store, metric=metric, max_level=2)
         assert jaccard(report[0].members, inside) >= 0.5
+        assert np.array_equal(np.flatnonzero(subsets.mask(report[0].definition)), report[0].members)
+    assert not (report[0].members % 7 == 0).any()
 
 
 def test_stop_progress_and_limits(tmp_path):

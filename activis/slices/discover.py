@@ -130,7 +130,7 @@ class _Candidate:
 def discover_slices(store, layer: str | None = None, *, columns: Sequence[str] | None = None,
                     metric: str | np.ndarray = "error", top_k: int = 10, max_level: int = 3,
                     min_support: int | None = None, n_bins: int = 5, alpha: float = 0.05,
-                    correction: str = "holm", error_weight: float = 0.95, max_overlap: float = 0.5,
+                    correction: str = "holm", error_weight: float = 0.95, max_overlap: float = 0.7,
                     significant_only: bool = True, drop_redundant: bool = True, n_components: int | None = None,
                     pca_dims: int = 32, rank_by: str = "significance", time_limit: float = 60.0,
                     max_candidates: int = 1_000_000, seed: int = 0,
@@ -207,16 +207,16 @@ def discover_slices(store, layer: str | None = None, *, columns: Sequence[str] |
     groups = None
     if layer is not None:
         say(share, f"activation groups at {layer}")
-        groups = _activation_groups(store, layer, rows, labels[rows], errors, table, scoring, binary, correction,
+        groups = _activation_groups(store, layer, rows, labels[rows], errors, scoring, binary, correction,
                                     n_components, int(pca_dims), seed)
         report.tested["activations"] = groups["tested"]
         candidates += groups["candidates"]
     chosen = _rank(candidates, errors, scoring, binary, family_alpha, significant_only, drop_redundant, max_overlap,
                    int(top_k), rank_by)
-    prefix = "label >= 0 and " if len(rows) < n_all else ""
+    searched = _searched_rows(labels, rows, n_all)
     for candidate in chosen:
-        report.slices.append(_make_slice(candidate, store, layer, rows, found, groups, metric_name, scoring,
-                                         family_alpha, prefix, columns))
+        report.slices.append(_make_slice(candidate, layer, rows, found, groups, metric_name, scoring, family_alpha,
+                                         searched))
     say(1.0, f"{len(report.slices)} slice(s) found")
     report.seconds = time.perf_counter() - started
     return report
@@ -277,7 +277,7 @@ def _lattice_candidates(lattice, masks, errors, scoring, binary, correction, kee
     return out
 
 
-def _activation_groups(store, layer, rows, labels, errors, table, scoring, binary, correction, n_components,
+def _activation_groups(store, layer, rows, labels, errors, scoring, binary, correction, n_components,
                        pca_dims, seed) -> dict:
     rng = np.random.default_rng(seed)
     fit = np.zeros(len(rows), bool)
@@ -364,8 +364,18 @@ def _rank(candidates: list[_Candidate], errors: np.ndarray, scoring: Scoring, bi
     return [pool[i] for i in chosen]
 
 
-def _make_slice(c: _Candidate, store, layer, rows, found: list[Predicate], groups, metric_name, scoring, alpha,
-                prefix, columns) -> Slice:
+def _searched_rows(labels: np.ndarray, rows: np.ndarray, n_all: int):
+    """What a metadata slice's query is joined with so that it selects only the searched instances:
+    nothing, the labelled ones (``label >= 0``), or, when a metric array left others out, their indices."""
+    if len(rows) == n_all:
+        return None
+    if len(rows) == int((labels >= 0).sum()):
+        return Subset.query("label >= 0")
+    return Subset.from_indices(rows)
+
+
+def _make_slice(c: _Candidate, layer, rows, found: list[Predicate], groups, metric_name, scoring, alpha,
+                searched: Subset | None) -> Slice:
     members = rows[c.mask]
     value = c.errors / c.size
     common = dict(members=members, size=c.size, fraction=c.size / scoring.n, metric=metric_name, value=value,
@@ -374,7 +384,9 @@ def _make_slice(c: _Candidate, store, layer, rows, found: list[Predicate], group
     if c.kind == "metadata":
         texts = tuple(found[i].text for i in c.items)
         text = " and ".join(texts)
-        return Slice(name=text, kind="metadata", description=text, definition=Subset.query(prefix + text),
+        query = Subset.query(text if searched is None or searched.kind != "query" else f"label >= 0 and {text}")
+        definition = query & searched if searched is not None and searched.kind == "indices" else query
+        return Slice(name=text, kind="metadata", description=text, definition=definition,
                      predicates=texts, **common)
     effect = groups["contrast"][c.group]
     strongest = np.argsort(-np.abs(effect), kind="stable")[:5]

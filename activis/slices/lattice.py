@@ -60,6 +60,22 @@ def _kernel():
         for c in range(parents.shape[0]):
             a = parent_bits[parents[c]]
             b = single_bits[singles[c]]
+            if n_planes == 1:  # a 0/1 error: members and failing members in one pass
+                plane = planes[0]
+                members = np.uint64(0)
+                failing = np.uint64(0)
+                for k in range(n_words):
+                    x = a[k] & b[k]
+                    y = x & plane[k]
+                    x = x - ((x >> one) & m1)
+                    y = y - ((y >> one) & m1)
+                    x = (x & m2) + ((x >> two) & m2)
+                    y = (y & m2) + ((y >> two) & m2)
+                    members += (((x + (x >> four)) & m4) * h01) >> top
+                    failing += (((y + (y >> four)) & m4) * h01) >> top
+                sizes[c] = members
+                errors[c] = weights[0] * failing
+                continue
             for slot in range(n_planes + 1):
                 total = np.uint64(0)
                 if slot == 0:
