@@ -23,7 +23,7 @@ three predicates; the figure is the wall time of the metadata search, and, as th
 in the same run, the time plain numpy boolean masks take for the same level-1 and level-2
 candidates (timed on a sample of pairs, scaled to their number). Target: <= 10 s. Run:
 
-    .venv/bin/python benchmarks/bench_slices.py [--seeds 10] [--skip-recovery] [--skip-speed]
+    .venv/bin/python benchmarks/bench_slices.py [--seeds 10] [--correction holm|bh] [--skip-recovery] [--skip-speed]
 """
 
 from __future__ import annotations
@@ -93,7 +93,7 @@ def train(x: np.ndarray, y: np.ndarray, n_classes: int, seed: int) -> nn.Module:
     return model.eval()
 
 
-def one_run(name: str, setting: str, seed: int, root: pathlib.Path) -> dict:
+def one_run(name: str, setting: str, seed: int, root: pathlib.Path, correction: str = "holm") -> dict:
     frame, y = bundled(name)
     rng = np.random.default_rng(seed)
     numeric = frame.select_dtypes("number")
@@ -124,7 +124,7 @@ def one_run(name: str, setting: str, seed: int, root: pathlib.Path) -> dict:
     store = capture(model, inputs, root / f"{name}-{setting}-{seed}", labels=labels, metadata=meta,
                             layers=["3"], overwrite=True, progress=False)
     started = time.perf_counter()
-    report = activis.discover_slices(store, layer="3", seed=seed)
+    report = activis.discover_slices(store, layer="3", seed=seed, correction=correction)
     seconds = time.perf_counter() - started
     top = list(report)[:5]
     planted_set = set(np.flatnonzero(planted).tolist())
@@ -148,13 +148,13 @@ def _is_error_slice(wrong: np.ndarray, planted: np.ndarray) -> bool:
     return errors_in / max(1, inside) >= 1.5 * rest and hypergeom.sf(errors_in - 1, n, errors, inside) < 0.05
 
 
-def recovery(seeds: int) -> None:
+def recovery(seeds: int, correction: str) -> None:
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for name in ("breast_cancer", "wine", "digits", "generated"):
             for setting in ("predicate", "latent", "corrupt"):
                 for seed in range(seeds):
-                    rows.append(one_run(name, setting, seed, pathlib.Path(tmp)))
+                    rows.append(one_run(name, setting, seed, pathlib.Path(tmp), correction))
     table = pd.DataFrame(rows)
     summary = table.groupby(["dataset", "setting"]).agg(
         runs=("seed", "size"), error_slices=("effective", "sum"), recall_top5=("recovered", "mean"),
@@ -224,10 +224,12 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=10)
     parser.add_argument("--skip-recovery", action="store_true")
     parser.add_argument("--skip-speed", action="store_true")
+    parser.add_argument("--correction", default="holm", choices=["holm", "bh"])
     args = parser.parse_args()
     torch.set_num_threads(1)
     if not args.skip_recovery:
-        recovery(args.seeds)
+        print(f"correction: {args.correction}")
+        recovery(args.seeds, args.correction)
     if not args.skip_speed:
         speed()
 
