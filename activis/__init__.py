@@ -34,7 +34,8 @@ _EXPORTS = {
     "SliceSuggestions": "widgets",
     "GraphView": "widgets", "ActivationMatrix": "widgets", "ProjectionView": "widgets",
     "InstancePanel": "widgets", "SubsetPanel": "widgets", "Selection": "widgets", "Explorer": "widgets",
-    "CockpitPanel": "widgets", "MisclassificationView": "widgets",
+    "CockpitPanel": "widgets", "MisclassificationView": "widgets", "EvaluationPanel": "widgets",
+    "RunsPanel": "widgets",
 }
 
 __all__ = ["__version__", *sorted(_EXPORTS)]

@@ -19,6 +19,8 @@ _VIEWS = {
     "MisclassificationView": "misclassification_view",
     "DoctorReport": "doctor_report",
     "SliceSuggestions": "slice_suggestions",
+    "EvaluationPanel": "evaluation_panel",
+    "RunsPanel": "runs_panel",
 }
 
 __all__ = sorted(_VIEWS)

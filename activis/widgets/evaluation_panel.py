@@ -235,3 +235,11 @@ class EvaluationPanel(View):
             self._watched.unobserve(self._on_shared, ["brush", "brush_source", "subset_indices", "subset"])
             self._watched = None
         super().close()
+
+
+def evaluation_panel_for(store, selection: Selection, **kwargs) -> EvaluationPanel | None:
+    """An explorer's evaluation panel, or None for a store with nothing to evaluate (no labels)."""
+    try:
+        return EvaluationPanel(store, selection=selection, **kwargs)
+    except EvaluationError:
+        return None

@@ -17,6 +17,7 @@ from . import row_keys
 from ._base import class_count
 from .activation_matrix import ActivationMatrix
 from .colours import palette
+from .evaluation_panel import evaluation_panel_for
 from .graph_view import GraphView
 from .instance_panel import InstancePanel
 from .misclassification_view import MisclassificationView
@@ -72,6 +73,7 @@ class Explorer(widgets.VBox):
         self.subset_panel = SubsetPanel(self.subsets, height=380)
         self.slice_suggestions = SliceSuggestions(self.subsets, layer=layer, height=300)
         self.why = MisclassificationView(store, layer, height=300)
+        self.evaluation = evaluation_panel_for(store, self.selection, height=600)  # None without labels
         self.status = widgets.Label("")
         for view in (self.matrix, self.projection, self.instances, self.why):
             view.shared_selection = self.selection  # hovers and the active subset travel in the browser
@@ -88,6 +90,7 @@ class Explorer(widgets.VBox):
                 [_boxed(self.subset_panel, "100%"), _boxed(self.slice_suggestions, "100%")],
                 layout=widgets.Layout(width="38%", min_width="0"))], layout=row),
             widgets.HBox([_boxed(self.projection, "50%"), _boxed(self.instances, "50%")], layout=row),
+            *([self.evaluation] if self.evaluation is not None else []),
             self.why,
         ]
         super().__init__(children=children, layout=widgets.Layout(width="100%"))

@@ -1,0 +1,81 @@
+"""EvaluationPanel and RunsPanel in Python: what crosses to the browser, the selection paths, the Explorer wiring."""
+
+import numpy as np
+import pytest
+
+from activis import EvaluationError, write_store
+from activis.evaluation import evaluate
+from activis.widgets.evaluation_panel import EvaluationPanel, thin
+from activis.widgets.selection import Selection
+
+
+@pytest.fixture
+def store(tmp_path):
+    rng = np.random.default_rng(0)
+    y = rng.integers(0, 3, 500)
+    logits = rng.normal(size=(500, 3)) + 1.5 * np.eye(3)[y]
+    return write_store(tmp_path / "s", {"h": rng.normal(size=(500, 4)).astype(np.float32)}, labels=y,
+                       outputs=logits.astype(np.float32), class_names=["a", "b", "c"])
+
+
+def test_panel_sends_binary_buffers_and_exact_tables(store):
+    panel = EvaluationPanel(store, focus="b")
+    assert panel.focus == 1 and panel.class_names == ["a", "b", "c"]
+    for name in ("index", "label", "score", "other", "roc", "roc_offsets", "pr", "reliability", "summary"):
+        assert isinstance(getattr(panel, name), np.ndarray), name
+    state = panel.get_state()
+    assert isinstance(state["score"]["buffer"], memoryview)  # binary, never a JSON list
+    assert state["score"]["dtype"] == "float32" and len(panel.score) == 500
+    np.testing.assert_allclose(panel.score, store.scores[:, 1])
+    e = evaluate(store)
+    assert panel.summary[panel.summary_names.index("auc_macro")] == pytest.approx(e.summary["auc_macro"])
+    assert panel.roc_offsets.tolist()[-1] == panel.roc.shape[1] and len(panel.roc_offsets) == 5
+    panel.focus = 2
+    np.testing.assert_allclose(panel.score, store.scores[:, 2])
+    assert (panel.other != 2).all()
+    with pytest.raises(Exception, match="focus is a class index"):
+        panel.focus = 3
+
+
+def test_thin_keeps_the_ends_and_few_points():
+    x = np.linspace(0, 1, 100_000)
+    curve = thin(x, x ** 2, 500)
+    assert curve.shape[0] == 2 and curve.shape[1] <= 503
+    assert curve[0, 0] == 0 and curve[0, -1] == 1
+
+
+def test_cell_and_selection_made_elsewhere(store):
+    sel = Selection()
+    panel = EvaluationPanel(store, selection=sel, threshold=0.5)
+    picked = panel.select_cell("b", "a")
+    pred = panel.evaluation().predictions
+    np.testing.assert_array_equal(picked, np.flatnonzero((store.column("label") == 1) & (pred == 0)))
+    assert sel.brush_source == "evaluation" and panel.compared_label == ""
+    np.testing.assert_array_equal(panel.selected(), picked)
+    sel.set_brush(np.arange(100), "projection")
+    assert panel.compared_label == "selection (projection)" and panel.compared_n == 100
+    assert panel.selected_cell == []  # another view's brush replaced ours
+    sub = evaluate(store, subset=np.arange(100), focus=0, threshold=0.5)
+    assert panel.compared_summary[panel.summary_names.index("accuracy")] == pytest.approx(sub.summary["accuracy"])
+    sel.set_brush(None, "projection")
+    sel.subset, sel.subset_indices = "first fifty", np.arange(50, dtype=np.int32)
+    assert panel.compared_label == "first fifty" and panel.compared_n == 50
+
+
+def test_unlabelled_store_has_no_panel(tmp_path):
+    from activis.widgets.evaluation_panel import evaluation_panel_for
+    rng = np.random.default_rng(0)
+    unlabelled = write_store(tmp_path / "u", {"h": rng.normal(size=(20, 2)).astype(np.float32)},
+                             labels=np.full(20, -1), outputs=rng.normal(size=(20, 3)).astype(np.float32))
+    with pytest.raises(EvaluationError, match="nothing to evaluate"):
+        EvaluationPanel(unlabelled)
+    assert evaluation_panel_for(unlabelled, Selection()) is None
+
+
+def test_explorer_wires_the_panel_to_its_selection(store):
+    from activis.widgets.explorer import Explorer
+    ex = Explorer(store, method="pca")
+    assert ex.evaluation.shared_selection is ex.selection and ex.evaluation in ex.children
+    picked = ex.evaluation.select_cell(2, 0)
+    assert sorted(ex.instances.filter_indices.tolist()) == sorted(picked.tolist())  # the instance panel follows
+    assert "selection" in ex.matrix.row_keys  # and the matrix shows the cell as a row
