@@ -79,3 +79,26 @@ def test_explorer_wires_the_panel_to_its_selection(store):
     picked = ex.evaluation.select_cell(2, 0)
     assert sorted(ex.instances.filter_indices.tolist()) == sorted(picked.tolist())  # the instance panel follows
     assert "selection" in ex.matrix.row_keys  # and the matrix shows the cell as a row
+
+
+def test_runs_panel_overlays_runs_with_configs_and_partings(tmp_path):
+    from test_evaluation_runs import train
+
+    from activis.widgets.runs_panel import RunsPanel
+    for name, lr in (("a", 0.05), ("b", 0.2)):
+        train(tmp_path, name, lr, steps=5)
+    panel = RunsPanel([tmp_path / "a", tmp_path / "b"])
+    assert panel.run_names == ["a", "b"] and len(set(panel.run_colors)) == 2
+    assert {"Loss", "GradNorm", "eval/auc_macro"} <= set(panel.series_names)
+    assert panel.values.shape == (2, len(panel.series_names), 5) and panel.steps.tolist() == list(range(5))
+    assert panel.partings == [{"a": "a", "b": "b", "step": 0}]
+    assert panel.config_differs == ["lr"] and panel.config_columns[:2] == ["run", "lr"]
+    assert panel.config_rows[1][:2] == ["b", "0.2"]
+    panel.step_range = [3, 1]
+    assert panel.step_range == [1, 3]
+    loss = panel.series_names.index("Loss")
+    frame = panel.comparison.logs["a"].frame()
+    assert panel.summary().loc["a", "Loss"] == pytest.approx(frame.loc[1:3, "Loss"].mean(), rel=1e-6)
+    with pytest.raises(ValueError, match="not logged by every run"):
+        RunsPanel([tmp_path / "a", tmp_path / "b"], series=["Loss", "nope"])
+    assert loss >= 0

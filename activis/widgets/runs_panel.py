@@ -1,0 +1,109 @@
+"""RunsPanel: several training runs side by side (DeepInsight's TensorViewer).
+
+A thin view over `activis.evaluation.compare_runs`: every instrument and evaluation metric the runs
+share, one chart each with one line per run (one colour per run), the step where each pair of runs
+parts marked, each run's configuration in a table (the columns in which they differ first), and a
+step range brushed in any chart (``step_range``) that zooms every chart and summarises each run over it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import traitlets
+
+from ..evaluation.runs import RunComparison, compare_runs
+from ._arrays import array_serialization
+from ._base import View, bundle
+from .projection_view import categorical_colors  # the palette; switch here to the kit's colours module
+
+
+def _cell(value) -> str:
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    if isinstance(value, list):
+        return ", ".join(_cell(v) for v in value)
+    return "" if value is None else str(value)
+
+
+class RunsPanel(View):
+    """``RunsPanel([log_dir_a, cockpit_b, ...])`` or a mapping name -> run; ``series`` picks the charts."""
+
+    _esm = bundle("runs_panel")
+    height = traitlets.Int(640).tag(sync=True)
+
+    run_names = traitlets.List(traitlets.Unicode()).tag(sync=True)
+    run_colors = traitlets.List(traitlets.Unicode()).tag(sync=True)
+    series_names = traitlets.List(traitlets.Unicode()).tag(sync=True)
+    steps = traitlets.Any(None).tag(sync=True, **array_serialization)  # int32, the union of the runs' steps
+    values = traitlets.Any(None).tag(sync=True, **array_serialization)  # (runs, series, steps) float32, NaN = none
+    partings = traitlets.List(traitlets.Dict()).tag(sync=True)  # {"a", "b", "step"} for each pair that parts
+    config_columns = traitlets.List(traitlets.Unicode()).tag(sync=True)
+    config_rows = traitlets.List(traitlets.List(traitlets.Unicode())).tag(sync=True)  # text cells, one row per run
+    config_differs = traitlets.List(traitlets.Unicode()).tag(sync=True)
+    step_range = traitlets.List(traitlets.Float(), maxlen=2).tag(sync=True)  # [first, last] or []
+    range_means = traitlets.Any(None).tag(sync=True, **array_serialization)  # (runs, series) over step_range
+
+    def __init__(self, runs, *, series=None, **kwargs):
+        self._runs: RunComparison = runs if isinstance(runs, RunComparison) else compare_runs(runs)
+        self._series = list(series) if series is not None else None
+        super().__init__(**kwargs)
+        self.refresh()
+        self.observe(lambda _c: self._send_means(), "step_range")
+
+    @property
+    def comparison(self) -> RunComparison:
+        return self._runs
+
+    def refresh(self) -> None:
+        """Read what the runs logged since (folders another process is still writing included)."""
+        for log in self._runs.logs.values():
+            log.refresh()
+        runs = self._runs
+        shared = runs.series()
+        names = [s for s in (self._series or shared) if s in shared]
+        if self._series is not None and len(names) < len(self._series):
+            missing = sorted(set(self._series) - set(names))
+            raise ValueError(f"not logged by every run: {missing}; shared series: {', '.join(shared)}")
+        frames = {name: log.frame() for name, log in runs.logs.items()}
+        steps = sorted(set().union(*(f.index for f in frames.values())))
+        values = np.full((len(frames), len(names), len(steps)), np.nan, np.float32)
+        for r, frame in enumerate(frames.values()):
+            if len(frame) and names:
+                values[r] = frame.reindex(steps)[names].to_numpy(np.float32).T
+        configs = runs.configs
+        differs = list(runs.config_differences().columns)
+        columns = differs + [c for c in configs.columns if c not in differs]
+        partings = [{"a": a, "b": b, "step": step} for (a, b), step in runs.partings().items() if step is not None]
+        self._frames = frames
+        with self.hold_sync():
+            self.run_names = runs.names
+            self.run_colors = categorical_colors(len(runs.names))
+            self.series_names = names
+            self.steps = np.asarray(steps, np.int32)
+            self.values = values
+            self.partings = partings
+            self.config_columns = ["run", *columns]
+            self.config_rows = [[name, *(_cell(configs.loc[name, c]) for c in columns)] for name in runs.names]
+            self.config_differs = differs
+            self._send_means()
+
+    def _send_means(self) -> None:
+        lo, hi = (self.step_range if len(self.step_range) == 2 else (-np.inf, np.inf))
+        means = np.full((len(self._frames), len(self.series_names)), np.nan, np.float32)
+        for r, frame in enumerate(self._frames.values()):
+            inside = frame[(frame.index >= lo) & (frame.index <= hi)]
+            if len(inside) and self.series_names:
+                means[r] = inside[self.series_names].mean().to_numpy(np.float32)
+        self.range_means = means
+
+    def summary(self) -> pd.DataFrame:
+        """Each run's mean of every series over ``step_range`` (all steps when empty)."""
+        return pd.DataFrame(self.range_means, index=pd.Index(self.run_names, name="run"), columns=self.series_names)
+
+    @traitlets.validate("step_range")
+    def _valid_range(self, proposal):
+        value = list(proposal["value"])
+        if len(value) not in (0, 2):
+            raise traitlets.TraitError(f"step_range is [first, last] or [], not {value}")
+        return sorted(value)
