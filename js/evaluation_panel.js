@@ -5,10 +5,8 @@
 // one pass over the instances. A click on a confusion cell or a drag over the distributions brushes
 // instances in the shared Selection; a selection made in another view comes back evaluated (compared_*).
 // Class names are data: they only ever reach the page through textContent.
-import { applyTheme, themeColor } from "./common/theme.js";
+import { defineView } from "./common/view.js";
 import { h, svg } from "./common/dom.js";
-import { decodeArray } from "./common/arrays.js";
-import { connectSelection } from "./common/selection.js";
 import { frame, line, horizontalDrag, formatNumber } from "./evaluation/chart.js";
 
 const SOURCE = "evaluation";
@@ -39,23 +37,17 @@ const CSS = `
 .activis-eval .av-error { color: var(--av-warn); }
 `;
 
-let styled = false;
-function addStyle() {
-  if (styled || document.getElementById("activis-eval-style")) return;
-  document.head.appendChild(h("style", { id: "activis-eval-style", text: CSS }));
-  styled = true;
-}
-
 const SUMMARY_LABELS = {
   accuracy: "accuracy", f1_macro: "F1 (macro)", auc: "ROC AUC", auc_macro: "ROC AUC (macro)",
   auc_micro: "ROC AUC (micro)", average_precision: "average precision", average_precision_macro: "AP (macro)",
   ece: "ECE (top label)", bucket_auc_error: "200-bucket AUC error",
 };
 
-function render({ model, el }) {
-  addStyle();
-  applyTheme(el);
-  el.classList.add("activis-eval");
+const ARRAYS = ["index", "label", "score", "other", "roc", "roc_offsets", "pr", "pr_offsets", "reliability", "summary",
+  "class_metrics", "compared_summary", "compared_class_metrics", "compared_roc"];
+
+function setup(kit) {
+  const { model, el } = kit;
   const focusPick = h("select", { "data-role": "focus", title: "Class whose scores are thresholded and drawn" });
   const thresholdBox = h("input", { type: "number", step: "0.01", "data-role": "threshold", title: "Threshold" });
   const clear = h("button", { text: "Clear selection", "data-role": "clear" });
@@ -81,9 +73,9 @@ function render({ model, el }) {
   let shared = null;
   let W = 0, chartH = 0;
   const marks = {}; // parts moved by a threshold drag
-  const colors = () => model.get("class_colors") || [];
+  const colors = () => Array.from({ length: K }, (_, k) => kit.classColour(k));
   const names = () => model.get("class_names") || [];
-  const arr = (name) => { const v = decodeArray(model.get(name)); return v ? v.data : null; };
+  const arr = (name) => { const v = kit.array(name); return v ? v.data : null; };
 
   function readInstances() {
     index = arr("index") || new Int32Array(0);
@@ -155,23 +147,23 @@ function render({ model, el }) {
         drawn++;
       }
       if (K > 2 && offsets[K + 1] - offsets[K] > 1) {
-        line(f, xs, ys, offsets[K], offsets[K + 1], { stroke: themeColor(el, "--av-fg-muted", "#666"), "stroke-dasharray": "4 3", "data-class": "micro" });
+        line(f, xs, ys, offsets[K], offsets[K + 1], { stroke: kit.colour("--av-fg-muted", "#666"), "stroke-dasharray": "4 3", "data-class": "micro" });
         drawn++;
       }
     }
     if (compared && compared.length > 3) {
       const m = compared.length / 2;
-      line(f, compared.subarray(0, m), compared.subarray(m), 0, m, { stroke: themeColor(el, "--av-accent", "#1976d2"),
+      line(f, compared.subarray(0, m), compared.subarray(m), 0, m, { stroke: kit.colour("--av-accent", "#1976d2"),
         "stroke-width": 1.6, "stroke-dasharray": "6 3", "data-class": "compared" });
       drawn++;
     }
-    marks[key] = { f, dot: svg("circle", { r: 4, fill: "none", stroke: themeColor(el, "--av-warn", "#e65100"), "stroke-width": 2 }) };
+    marks[key] = { f, dot: svg("circle", { r: 4, fill: "none", stroke: kit.colour("--av-warn", "#e65100"), "stroke-width": 2 }) };
     f.plot.appendChild(marks[key].dot);
     card.body.replaceChildren(f.root);
     card.root.dataset.curves = String(drawn);
     const chips = K <= 2 ? [] : [...Array(K).keys()].map((k) => chip(names()[k], colors()[k], k === focus, () => setFocus(k)));
-    if (K > 2) chips.push(chip("micro", themeColor(el, "--av-fg-muted", "#666"), false, null));
-    if (compared && compared.length > 3) chips.push(chip(model.get("compared_label"), themeColor(el, "--av-accent", "#1976d2"), false, null));
+    if (K > 2) chips.push(chip("micro", kit.colour("--av-fg-muted", "#666"), false, null));
+    if (compared && compared.length > 3) chips.push(chip(model.get("compared_label"), kit.colour("--av-accent", "#1976d2"), false, null));
     card.legend.replaceChildren(...chips);
   }
 
@@ -195,7 +187,7 @@ function render({ model, el }) {
       edges[2 * b] = lo + b / scale; edges[2 * b + 1] = lo + (b + 1) / scale;
       hp[2 * b] = hp[2 * b + 1] = pos[b]; hn[2 * b] = hn[2 * b + 1] = neg[b];
     }
-    line(f, edges, hn, 0, 2 * BINS, { stroke: themeColor(el, "--av-fg-muted", "#666"), "stroke-width": 1.4, "data-series": "negatives" });
+    line(f, edges, hn, 0, 2 * BINS, { stroke: kit.colour("--av-fg-muted", "#666"), "stroke-width": 1.4, "data-series": "negatives" });
     line(f, edges, hp, 0, 2 * BINS, { stroke: colors()[focus] || "#4e79a7", "stroke-width": 1.8, "data-series": "positives" });
     const brush = svg("rect", { class: "av-brush", y: f.top, height: f.bottom - f.top, width: 0, visibility: "hidden", "data-role": "brush" });
     const rule = svg("line", { class: "av-threshold", y1: f.top, y2: f.bottom, "data-role": "threshold" });
@@ -204,7 +196,7 @@ function render({ model, el }) {
     card.body.replaceChildren(f.root);
     marks.dist = { f, rule, brush };
     const range = model.get("selected_range") || [];
-    if (range.length === 2) showBrush(range[0], range[1]);
+    if (range.length === 2 && (!shared || shared.mine("brush"))) showBrush(range[0], range[1]);
     let mode = null;
     horizontalDrag(f.root, f, {
       onStart: (v) => {
@@ -223,7 +215,7 @@ function render({ model, el }) {
       },
     });
     card.legend.replaceChildren(chip(`${names()[focus] ?? ""} (${positives.toLocaleString()})`, colors()[focus], false, null),
-      chip(`others (${(n - positives).toLocaleString()})`, themeColor(el, "--av-fg-muted", "#666"), false, null));
+      chip(`others (${(n - positives).toLocaleString()})`, kit.colour("--av-fg-muted", "#666"), false, null));
   }
 
   function showBrush(a, b) {
@@ -240,7 +232,7 @@ function render({ model, el }) {
     const card = cards.calibration;
     const f = frame(W, chartH, [0, 1], [0, 1], "confidence", "accuracy");
     f.plot.appendChild(svg("line", { x1: f.x(0), y1: f.y(0), x2: f.x(1), y2: f.y(1), class: "av-axis", "stroke-dasharray": "3 3" }));
-    const rel = decodeArray(model.get("reliability"));
+    const rel = kit.array("reliability");
     let points = 0;
     if (rel && rel.shape[0]) {
       const m = rel.shape[0], d = rel.data;
@@ -249,10 +241,10 @@ function render({ model, el }) {
       for (let i = 0; i < m; i++) { xs[i] = d[3 * i]; ys[i] = d[3 * i + 1]; most = Math.max(most, d[3 * i + 2]); }
       for (let i = 0; i < m; i++) { // bin counts as faint bars along the bottom
         const hgt = (d[3 * i + 2] / most) * (f.bottom - f.top) * 0.25;
-        f.plot.appendChild(svg("rect", { x: f.x(xs[i]) - 2, y: f.bottom - hgt, width: 4, height: hgt, fill: themeColor(el, "--av-fg-muted", "#888"), "fill-opacity": 0.35 }));
+        f.plot.appendChild(svg("rect", { x: f.x(xs[i]) - 2, y: f.bottom - hgt, width: 4, height: hgt, fill: kit.colour("--av-fg-muted", "#888"), "fill-opacity": 0.35 }));
       }
-      line(f, xs, ys, 0, m, { stroke: themeColor(el, "--av-accent", "#1976d2"), "stroke-width": 1.6 });
-      for (let i = 0; i < m; i++) f.plot.appendChild(svg("circle", { cx: f.x(xs[i]), cy: f.y(ys[i]), r: 2.5, fill: themeColor(el, "--av-accent", "#1976d2") }));
+      line(f, xs, ys, 0, m, { stroke: kit.colour("--av-accent", "#1976d2"), "stroke-width": 1.6 });
+      for (let i = 0; i < m; i++) f.plot.appendChild(svg("circle", { cx: f.x(xs[i]), cy: f.y(ys[i]), r: 2.5, fill: kit.colour("--av-accent", "#1976d2") }));
       points = m;
     }
     card.root.dataset.points = String(points);
@@ -270,9 +262,8 @@ function render({ model, el }) {
   function drawConfusionLabels() {
     const { lab, side, cell } = cmLayout();
     cmBox.style.height = `${side + lab + 2}px`;
-    const dpr = window.devicePixelRatio || 1;
-    cm.canvas.width = Math.round(side * dpr); cm.canvas.height = Math.round(side * dpr);
-    Object.assign(cm.canvas.style, { position: "absolute", left: `${lab}px`, top: "0px", width: `${side}px`, height: `${side}px`, cursor: "pointer" });
+    kit.canvas(cm.canvas, side, side);
+    Object.assign(cm.canvas.style, { position: "absolute", left: `${lab}px`, top: "0px", cursor: "pointer" });
     const nodes = [];
     if (lab) {
       for (let k = 0; k < K; k++) {
@@ -288,11 +279,9 @@ function render({ model, el }) {
   function drawConfusionCells() {
     const { side, cell } = cmLayout();
     const ctx = cm.canvas.getContext("2d");
-    const dpr = window.devicePixelRatio || 1;
-    ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
     ctx.clearRect(0, 0, side, side);
-    const accent = themeColor(el, "--av-accent", "#1976d2"), warn = themeColor(el, "--av-warn", "#e65100");
-    const fg = themeColor(el, "--av-fg", "#111");
+    const accent = kit.colour("--av-accent", "#1976d2"), warn = kit.colour("--av-warn", "#e65100");
+    const fg = kit.colour("--av-fg", "#111");
     const sel = model.get("selected_cell") || [];
     ctx.font = `${Math.min(12, Math.max(8, cell / 3))}px sans-serif`;
     ctx.textAlign = "center"; ctx.textBaseline = "middle";
@@ -314,7 +303,7 @@ function render({ model, el }) {
     }
     el.dataset.counts = JSON.stringify(Array.from(counts));
   }
-  cm.canvas.addEventListener("click", (e) => {
+  kit.listen(cm.canvas, "click", (e) => {
     const box = cm.canvas.getBoundingClientRect();
     const { cell } = cmLayout();
     const b = Math.floor((e.clientX - box.left) / cell), a = Math.floor((e.clientY - box.top) / cell);
@@ -325,7 +314,7 @@ function render({ model, el }) {
     for (let i = 0; i < n; i++) if (label[i] === a && (score[i] >= threshold ? focus : other[i]) === b) picked.push(index[i]);
     writeBrush(Int32Array.from(picked), { selected_cell: [a, b], selected_range: [] });
   });
-  cm.canvas.addEventListener("mousemove", (e) => {
+  kit.listen(cm.canvas, "mousemove", (e) => {
     const box = cm.canvas.getBoundingClientRect();
     const { cell } = cmLayout();
     const b = Math.floor((e.clientX - box.left) / cell), a = Math.floor((e.clientY - box.top) / cell);
@@ -352,7 +341,7 @@ function render({ model, el }) {
     const ci = compared ? names_.indexOf("accuracy") : -1;
     addRow("instances", n, model.get("compared_n"));
     addRow("accuracy", s.accuracy, ci >= 0 ? compared[ci] : NaN, { "data-metric": "accuracy" });
-    const cmpClass = decodeArray(model.get("compared_class_metrics"));
+    const cmpClass = kit.array("compared_class_metrics");
     const metricNames = model.get("class_metric_names") || [];
     const cm_ = (k, name) => (cmpClass && metricNames.includes(name) ? cmpClass.data[k * metricNames.length + metricNames.indexOf(name)] : NaN);
     addRow(`precision (${names()[focus]})`, s.prec[focus], cm_(focus, "precision"), { "data-metric": "precision" });
@@ -368,7 +357,7 @@ function render({ model, el }) {
     }
     const classHead = h("tr", {}, ["class", "P", "R", "F1", "AUC", "AP"].map((t) => h("th", { text: t })));
     const classRows = [];
-    const all = decodeArray(model.get("class_metrics"));
+    const all = kit.array("class_metrics");
     const col = (name) => metricNames.indexOf(name);
     for (let k = 0; k < K; k++) {
       const v = (name) => (all ? all.data[k * metricNames.length + col(name)] : NaN);
@@ -419,7 +408,7 @@ function render({ model, el }) {
   function writeBrush(indices, own) {
     for (const [k, v] of Object.entries(own)) model.set(k, v);
     model.save_changes();
-    if (shared) shared.setIndices("brush", SOURCE, indices);
+    if (shared) shared.setClause("brush", indices);
     el.dataset.selected = String(indices ? indices.length : 0);
     drawConfusionCells();
   }
@@ -438,7 +427,8 @@ function render({ model, el }) {
 
   function onShared(api) {
     // another view's brush replaces ours: drop our cell and range marks (the kernel sends compared_*)
-    if (api.get("brush_source") !== SOURCE && model.get("selected_cell").length + model.get("selected_range").length) {
+    shared = api;
+    if (!api.mine("brush") && model.get("selected_cell").length + model.get("selected_range").length) {
       if (marks.dist) marks.dist.brush.setAttribute("visibility", "hidden");
       el.dataset.selected = "0";
     }
@@ -472,46 +462,21 @@ function render({ model, el }) {
     el.dataset.compared = sub;
   }
 
-  let pending = false;
-  const redraw = () => {
-    if (pending) return;
-    pending = true;
-    requestAnimationFrame(() => { pending = false; drawAll(); });
-  };
-  focusPick.addEventListener("change", () => setFocus(Number(focusPick.value)));
-  thresholdBox.addEventListener("change", () => {
+  const redraw = kit.frame(drawAll);
+  kit.listen(focusPick, "change", () => setFocus(Number(focusPick.value)));
+  kit.listen(thresholdBox, "change", () => {
     const v = Number(thresholdBox.value);
     if (Number.isFinite(v)) moveThreshold(v, true);
   });
-  clear.addEventListener("click", clearSelection);
-  const onThreshold = () => { if (model.get("threshold") !== threshold) applyThreshold(model.get("threshold")); };
-  const events = "change:index change:score change:other change:label change:roc change:pr change:reliability " +
-    "change:focus change:class_names change:class_colors change:summary change:class_metrics change:compared_summary " +
-    "change:compared_roc change:compared_label change:height change:error";
-  model.on(events, redraw);
-  model.on("change:threshold", onThreshold);
-  model.on("change:selected_cell", drawConfusionCells);
-  const resize = new ResizeObserver(redraw);
-  resize.observe(grid);
-  const theme = new MutationObserver(redraw);
-  theme.observe(document.body, { attributes: true, attributeFilter: ["data-jp-theme-light", "data-jp-theme-name"] });
-  (async () => {
-    shared = await connectSelection(model, onShared);
-    el.dataset.linked = String(!!shared);
-  })();
-  model.on("change:shared_selection", async () => {
-    if (shared) shared.dispose();
-    shared = await connectSelection(model, onShared);
-  });
+  kit.listen(clear, "click", clearSelection);
+  kit.on("index score other label roc pr reliability focus class_names colours summary class_metrics compared_summary " +
+    "compared_roc compared_label height error", redraw);
+  kit.on("threshold", () => { if (model.get("threshold") !== threshold) applyThreshold(model.get("threshold")); });
+  kit.on("selected_cell", drawConfusionCells);
+  kit.onResize(grid, drawAll);
+  kit.onTheme(redraw);
+  kit.selection(onShared);
   drawAll();
-  return () => {
-    resize.disconnect();
-    theme.disconnect();
-    model.off(events, redraw);
-    model.off("change:threshold", onThreshold);
-    model.off("change:selected_cell", drawConfusionCells);
-    if (shared) shared.dispose();
-  };
 }
 
-export default { render };
+export default defineView({ name: "eval", css: CSS, arrays: ARRAYS, source: SOURCE, setup });

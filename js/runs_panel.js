@@ -3,9 +3,8 @@
 // across any chart to pick a step range (step_range, as in the cockpit panel): every chart zooms to
 // it and the summary table shows each run's mean over it; double-click resets. Run names,
 // configuration values and series names are data: they reach the page only through textContent.
-import { applyTheme } from "./common/theme.js";
+import { defineView } from "./common/view.js";
 import { h, svg } from "./common/dom.js";
-import { decodeArray } from "./common/arrays.js";
 import { frame, line, horizontalDrag, formatNumber } from "./evaluation/chart.js";
 
 const CSS = `
@@ -23,17 +22,8 @@ const CSS = `
 .activis-runs .av-chip { margin-right: 8px; }
 `;
 
-let styled = false;
-function addStyle() {
-  if (styled || document.getElementById("activis-runs-style")) return;
-  document.head.appendChild(h("style", { id: "activis-runs-style", text: CSS }));
-  styled = true;
-}
-
-function render({ model, el }) {
-  addStyle();
-  applyTheme(el);
-  el.classList.add("activis-runs");
+function setup(kit) {
+  const { model, el } = kit;
   const legend = h("div", { className: "activis-legend" });
   const reset = h("button", { text: "All steps", "data-role": "reset" });
   const rangeInfo = h("span", { className: "av-info" });
@@ -46,10 +36,10 @@ function render({ model, el }) {
     scroll(configTable), h("h4", { text: "Mean over the steps shown" }), scroll(meansTable));
 
   function drawCharts() {
-    const runs = model.get("run_names") || [], colors = model.get("run_colors") || [];
+    const runs = model.get("run_names") || [], colors = kit.palette().runs || [];
     const series = model.get("series_names") || [];
-    const steps = decodeArray(model.get("steps"));
-    const values = decodeArray(model.get("values"));
+    const steps = kit.array("steps");
+    const values = kit.array("values");
     const T = steps ? steps.data.length : 0;
     const range = model.get("step_range") || [];
     let x0 = T ? steps.data[0] : 0, x1 = T ? steps.data[T - 1] : 1;
@@ -124,7 +114,7 @@ function render({ model, el }) {
     configTable.replaceChildren(h("tr", {}, columns.map((c) => h("th", { text: c, className: cls(c) }))),
       ...rows.map((row) => h("tr", {}, row.map((v, i) => h("td", { text: v, className: cls(columns[i]) })))));
     const runs = model.get("run_names") || [], series = model.get("series_names") || [];
-    const means = decodeArray(model.get("range_means"));
+    const means = kit.array("range_means");
     meansTable.replaceChildren(h("tr", {}, ["run", ...series].map((c) => h("th", { text: c }))),
       ...runs.map((name, r) => h("tr", {}, [h("td", { text: name }),
         ...series.map((_, s) => h("td", { text: formatNumber(means ? means.data[r * series.length + s] : NaN) }))])));
@@ -136,23 +126,14 @@ function render({ model, el }) {
   }
 
   const draw = () => { drawCharts(); drawTables(); el.dataset.ready = "1"; };
-  let pending = false;
-  const redraw = () => {
-    if (pending) return;
-    pending = true;
-    requestAnimationFrame(() => { pending = false; draw(); });
-  };
-  reset.addEventListener("click", resetRange);
-  const events = "change:run_names change:run_colors change:series_names change:steps change:values change:partings " +
-    "change:config_rows change:config_columns change:step_range change:range_means change:height";
-  model.on(events, redraw);
-  const resize = new ResizeObserver(redraw);
-  resize.observe(grid);
-  const theme = new MutationObserver(redraw);
-  theme.observe(document.body, { attributes: true, attributeFilter: ["data-jp-theme-light", "data-jp-theme-name"] });
+  const redraw = kit.frame(draw);
+  kit.listen(reset, "click", resetRange);
+  kit.on("run_names colours series_names steps values partings config_rows config_columns step_range range_means height",
+    redraw);
+  kit.onResize(grid, redraw);
+  kit.onTheme(redraw);
   el.style.maxHeight = `${model.get("height")}px`;
   draw();
-  return () => { resize.disconnect(); theme.disconnect(); model.off(events, redraw); };
 }
 
-export default { render };
+export default defineView({ name: "runs", css: CSS, arrays: ["steps", "values", "range_means"], setup });

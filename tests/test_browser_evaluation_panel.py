@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from conftest import ARTIFACTS
+from conftest import ARTIFACTS, PAGE_GUARD
 from jupyter_page import open_cells, python_result, read_result, run_cell
 
 pytestmark = pytest.mark.browser
@@ -38,7 +38,7 @@ def view_of(cell):
     return cell.locator(".activis-eval[data-ready='1']")
 
 
-def test_panel_draws_and_follows_the_threshold_and_selections(lab, page):
+def test_panel_draws_and_follows_the_threshold_and_selections(lab, page, request):
     panel = open_cells(page, lab, "evaluation_panel.ipynb", [
         SETUP, STATE,
         "def lambda_range(lo, hi):\n    s = probs[:, 1]\n    return np.flatnonzero((s >= lo) & (s <= hi)).tolist()",
@@ -114,4 +114,6 @@ def test_panel_draws_and_follows_the_threshold_and_selections(lab, page):
     assert header.count() == 3 and header.nth(2).text_content() == "selection (projection) (200)"
     assert view.locator("[data-chart='roc']").get_attribute("data-curves") == "5"
     assert view.locator("[data-chart='dist'] [data-role='brush']").get_attribute("visibility") == "hidden"
-    assert page.blocked == []  # nothing left 127.0.0.1 (the fixture fails the test otherwise, too)
+    guard = request.node.stash[PAGE_GUARD]  # nothing left 127.0.0.1 (the guard fails the test otherwise, too)
+    assert guard.blocked == []
+    assert all(line.startswith("websocket: ws://127.0.0.1:") for line in guard.log if line.startswith("websocket"))

@@ -54,7 +54,7 @@ def test_cell_and_selection_made_elsewhere(store):
     np.testing.assert_array_equal(panel.selected(), picked)
     sel.set_brush(np.arange(100), "projection")
     assert panel.compared_label == "selection (projection)" and panel.compared_n == 100
-    assert panel.selected_cell == []  # another view's brush replaced ours
+    assert panel.selected_cell == [] and panel.selected_range == []  # another view's brush replaced ours
     sub = evaluate(store, subset=np.arange(100), focus=0, threshold=0.5)
     assert panel.compared_summary[panel.summary_names.index("accuracy")] == pytest.approx(sub.summary["accuracy"])
     sel.set_brush(None, "projection")
@@ -88,7 +88,7 @@ def test_runs_panel_overlays_runs_with_configs_and_partings(tmp_path):
     for name, lr in (("a", 0.05), ("b", 0.2)):
         train(tmp_path, name, lr, steps=5)
     panel = RunsPanel([tmp_path / "a", tmp_path / "b"])
-    assert panel.run_names == ["a", "b"] and len(set(panel.run_colors)) == 2
+    assert panel.run_names == ["a", "b"] and len(set(panel.colours["runs"][:2])) == 2
     assert {"Loss", "GradNorm", "eval/auc_macro"} <= set(panel.series_names)
     assert panel.values.shape == (2, len(panel.series_names), 5) and panel.steps.tolist() == list(range(5))
     assert panel.partings == [{"a": "a", "b": "b", "step": 0}]

@@ -20,10 +20,10 @@ from ..evaluation.classification import score_range
 from ..evaluation.inputs import Outcomes, outcomes
 from ._arrays import array_serialization
 from ._base import View, bundle
-from .projection_view import categorical_colors  # the palette; switch here to the kit's colours module
-from .selection import Selection, as_indices
+from .colours import palette
+from .selection import EVALUATION, Selection, as_indices
 
-SOURCE = "evaluation"  # brush_source of the brushes this view writes
+SOURCE = EVALUATION  # brush_source of the brushes this view writes
 CURVE_POINTS = 1500  # a drawn curve is thinned to about this many points; areas are exact regardless
 SUMMARY_KEYS = ["accuracy", "f1_macro", "auc", "auc_macro", "auc_micro", "average_precision",
                 "average_precision_macro", "ece", "bucket_auc_error"]
@@ -56,7 +56,6 @@ class EvaluationPanel(View):
     height = traitlets.Int(620).tag(sync=True)
 
     class_names = traitlets.List(traitlets.Unicode()).tag(sync=True)
-    class_colors = traitlets.List(traitlets.Unicode()).tag(sync=True)
     focus = traitlets.Int(1).tag(sync=True)
     threshold = traitlets.Float(0.5).tag(sync=True)
     score_domain = traitlets.List(traitlets.Float()).tag(sync=True)
@@ -95,7 +94,7 @@ class EvaluationPanel(View):
         names = self._out.class_names
         focus = evaluate(self._out).focus if focus is None else evaluate(self._out, focus=focus).focus
         lo, hi = score_range(self._out)
-        super().__init__(class_names=[str(n) for n in names], class_colors=categorical_colors(len(names)),
+        super().__init__(class_names=[str(n) for n in names], colours=palette(len(names)),
                          focus=focus, score_domain=[lo, hi],
                          threshold=(lo + hi) / 2 if threshold is None else float(threshold), **kwargs)
         self._send_all()
@@ -122,7 +121,9 @@ class EvaluationPanel(View):
     def selected(self) -> np.ndarray | None:
         """Store indices this panel brushed last (a confusion cell or a score range), None if none."""
         sel = self.shared_selection
-        return sel.brushed() if sel is not None and sel.brush_source == SOURCE else None
+        if sel is None or sel.brush is None or sel.brush_source != SOURCE:
+            return None
+        return np.asarray(sel.brush, dtype=np.int64)
 
     def select_cell(self, true, predicted) -> np.ndarray:
         """Brush the instances of one confusion cell (what a click does in the page)."""
@@ -185,8 +186,8 @@ class EvaluationPanel(View):
 
     def _on_shared(self, _change) -> None:
         sel = self.shared_selection
-        if sel.brush_source != SOURCE and self.selected_cell and sel.brush is not None:
-            self.selected_cell = []
+        if sel.brush_source != SOURCE and sel.brush is not None:  # another view's brush replaced ours
+            self.selected_cell, self.selected_range = [], []
         self._compare()
 
     def _compared(self) -> tuple[str, np.ndarray | None]:
@@ -194,8 +195,9 @@ class EvaluationPanel(View):
         sel = self.shared_selection
         if sel is None:
             return "", None
-        if sel.brush is not None and sel.brush_source != SOURCE:
-            return f"selection ({sel.brush_source})", sel.brushed()
+        brushed = sel.clause("brush", SOURCE)  # another view's brush, never our own
+        if brushed is not None:
+            return f"selection ({sel.brush_source})", brushed
         if sel.subset and sel.subset_indices is not None:
             return sel.subset, np.asarray(sel.subset_indices, dtype=np.int64)
         return "", None

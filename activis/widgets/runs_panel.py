@@ -15,7 +15,7 @@ import traitlets
 from ..evaluation.runs import RunComparison, compare_runs
 from ._arrays import array_serialization
 from ._base import View, bundle
-from .projection_view import categorical_colors  # the palette; switch here to the kit's colours module
+from .colours import palette
 
 
 def _cell(value) -> str:
@@ -33,7 +33,6 @@ class RunsPanel(View):
     height = traitlets.Int(640).tag(sync=True)
 
     run_names = traitlets.List(traitlets.Unicode()).tag(sync=True)
-    run_colors = traitlets.List(traitlets.Unicode()).tag(sync=True)
     series_names = traitlets.List(traitlets.Unicode()).tag(sync=True)
     steps = traitlets.Any(None).tag(sync=True, **array_serialization)  # int32, the union of the runs' steps
     values = traitlets.Any(None).tag(sync=True, **array_serialization)  # (runs, series, steps) float32, NaN = none
@@ -78,7 +77,7 @@ class RunsPanel(View):
         self._frames = frames
         with self.hold_sync():
             self.run_names = runs.names
-            self.run_colors = categorical_colors(len(runs.names))
+            self.colours = palette(0, n_runs=len(runs.names))
             self.series_names = names
             self.steps = np.asarray(steps, np.int32)
             self.values = values

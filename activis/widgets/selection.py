@@ -30,6 +30,7 @@ PROJECTION = "projection"
 MATRIX = "matrix"
 INSTANCES = "instances"
 MISCLASSIFICATION = "misclassification"
+EVALUATION = "evaluation"
 CLAUSES = ("brush", "hover")
 
 
