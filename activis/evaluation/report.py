@@ -10,7 +10,6 @@ from functools import cached_property
 
 import numpy as np
 import pandas as pd
-from sklearn import metrics
 
 from . import classification, ranking
 from .inputs import EvaluationError, Outcomes, outcomes
@@ -84,7 +83,11 @@ class Evaluation:
     def per_class(self) -> pd.DataFrame:
         """Per class: precision, recall, F1, support at the current decision; one-vs-rest AUC with its
         DeLong 95 % interval, average precision, and the 200-bucket AUC's error (NaN without both sides)."""
-        table = classification.per_class(self.outcomes, self.predictions)
+        return classification.per_class(self.outcomes, self.predictions).assign(**self._ranking)
+
+    @cached_property
+    def _ranking(self) -> dict[str, list[float]]:
+        """The threshold-free columns of `per_class` (shared by `at`)."""
         cols = {k: [] for k in ("auc", "auc_low", "auc_high", "average_precision", "bucket_auc_error")}
         for cls in range(self.outcomes.n_classes):
             if not self._has_both(cls):
@@ -97,9 +100,17 @@ class Evaluation:
             cols["auc"].append(d.auc)
             cols["auc_low"].append(lo)
             cols["auc_high"].append(hi)
-            cols["average_precision"].append(metrics.average_precision_score(positive, scores))
+            cols["average_precision"].append(ranking.precision_recall(positive, scores)["average_precision"])
             cols["bucket_auc_error"].append(self._bucket_error(positive, scores, d.auc))
-        return table.assign(**cols)
+        return cols
+
+    def at(self, threshold: float | None, focus=None) -> Evaluation:
+        """The same outcomes decided at another threshold (or focus class); the ranking metrics,
+        which no threshold changes, are not computed again."""
+        other = Evaluation(self.outcomes, threshold=threshold, focus=self.focus if focus is None else focus,
+                           n_bins=self.n_bins, bin_strategy=self.bin_strategy)
+        other.__dict__["_ranking"] = self._ranking
+        return other
 
     def _bucket_error(self, positive, scores, exact: float) -> float:
         if scores.min() < 0 or scores.max() > 1:

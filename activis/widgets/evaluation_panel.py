@@ -92,7 +92,8 @@ class EvaluationPanel(View):
         if self._out.labels.size == 0:
             raise EvaluationError("nothing to evaluate: no instance with a known label and finite scores")
         names = self._out.class_names
-        focus = evaluate(self._out).focus if focus is None else evaluate(self._out, focus=focus).focus
+        self._base = evaluate(self._out)  # curves and ranking metrics: computed once, whatever the threshold
+        focus = self._base.focus if focus is None else self._base.at(None, focus).focus
         lo, hi = score_range(self._out)
         super().__init__(class_names=[str(n) for n in names], colours=palette(len(names)),
                          focus=focus, score_domain=[lo, hi],
@@ -115,8 +116,9 @@ class EvaluationPanel(View):
 
     def evaluation(self, rows=None):
         """The `Evaluation` at the panel's focus and threshold (of some rows, positions in `outcomes`)."""
-        out = self._out if rows is None else self._out.take(rows)
-        return evaluate(out, focus=self.focus, threshold=self.threshold)
+        if rows is None:
+            return self._base.at(self.threshold, self.focus)
+        return evaluate(self._out.take(rows), focus=self.focus, threshold=self.threshold)
 
     def selected(self) -> np.ndarray | None:
         """Store indices this panel brushed last (a confusion cell or a score range), None if none."""
@@ -136,7 +138,7 @@ class EvaluationPanel(View):
 
     # ---------------------------------------------------------------- data for the page
     def _send_all(self) -> None:
-        e = evaluate(self._out)
+        e = self._base
         k = self._out.n_classes
         rocs, prs = [], []
         for cls in [*range(k), "micro"]:
