@@ -158,8 +158,22 @@ def check_cockpit_debugging(ran):
     assert "normalised" in runs and "unnormalised" in runs
 
 
+def check_evaluation(ran):
+    from sklearn.metrics import roc_auc_score
+    panel = ran.view("EvaluationPanel(store_b")
+    focus = panel["focus"]
+    assert panel["class_names"][focus] == "3" and len(panel["label"]) == 1797 - 1200
+    metrics = panel["class_metric_names"]
+    auc = panel["class_metrics"][focus, metrics.index("auc")]
+    # the panel's exact AUC of class 3, against sklearn on the very labels and scores it sent
+    assert abs(auc - roc_auc_score(panel["label"] == focus, panel["score"])) < 1e-12
+    runs = ran.view("RunsPanel(runs")
+    assert runs["run_names"] == ["slow", "fast"] and runs["config_differs"] == ["lr"]
+    assert runs["values"].shape == (2, 5, 40) and np.isfinite(runs["values"]).all()
+
+
 CHECKS = {"quickstart.ipynb": check_quickstart, "tabular_subsets.ipynb": check_tabular_subsets,
-          "cockpit_debugging.ipynb": check_cockpit_debugging}
+          "cockpit_debugging.ipynb": check_cockpit_debugging, "evaluation.ipynb": check_evaluation}
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
