@@ -117,3 +117,41 @@ def test_panel_draws_and_follows_the_threshold_and_selections(lab, page, request
     guard = request.node.stash[PAGE_GUARD]  # nothing left 127.0.0.1 (the guard fails the test otherwise, too)
     assert guard.blocked == []
     assert all(line.startswith("websocket: ws://127.0.0.1:") for line in guard.log if line.startswith("websocket"))
+
+
+EXPLORER = '''
+import json, numpy as np
+from activis import write_store
+from activis.widgets.explorer import Explorer
+rng = np.random.default_rng(1)
+y = rng.integers(0, 3, 400)
+logits = (rng.normal(size=(400, 3)) + 1.2 * np.eye(3)[y]).astype(np.float32)
+store = write_store("explorer_eval.activis", {"h": rng.normal(size=(400, 6)).astype(np.float32)}, labels=y,
+                    outputs=logits, class_names=["a", "b", "c"], overwrite=True)
+ex = Explorer(store, method="pca")
+ex
+'''
+EX_STATE = '''pred = ex.evaluation.evaluation().predictions
+print("RESULT " + json.dumps({"cell": ex.evaluation.selected_cell, "source": ex.selection.brush_source,
+    "filter": None if ex.instances.filter_indices is None else sorted(ex.instances.filter_indices.tolist()),
+    "expected": np.flatnonzero((y == 2) & (pred == 0)).tolist(), "rows": ex.matrix.row_keys}))'''
+
+
+def test_confusion_cell_filters_the_explorers_views(lab, page):
+    panel = open_cells(page, lab, "explorer_evaluation.ipynb", [EXPLORER, EX_STATE])
+    cell = run_cell(panel, 0, timeout=240_000)
+    view = view_of(cell)
+    view.wait_for(timeout=120_000)
+    view.locator("xpath=self::*[@data-linked='true']").wait_for()
+    inst = cell.locator(".activis-ip[data-rendered]")
+    inst.wait_for()
+    canvas = view.locator("[data-chart='confusion'] canvas")
+    canvas.scroll_into_view_if_needed()
+    side = canvas.bounding_box()["width"] / 3
+    canvas.click(position={"x": 0.5 * side, "y": 2.5 * side})  # true c, predicted a
+    state = python_result(panel, 1, lambda r: r["cell"] == [2, 0] and r["filter"] is not None)
+    assert state["source"] == "evaluation" and len(state["expected"]) > 3
+    assert state["filter"] == state["expected"]  # the instance panel shows exactly that cell
+    assert "selection" in state["rows"]  # and the matrix has it as a row
+    page.wait_for_function("([el, n]) => Number(el.dataset.drawn) === n",
+                           arg=[inst.element_handle(), len(state["expected"])])
