@@ -62,6 +62,7 @@ def bench_auc() -> None:
 
 def bench_page(moves: int) -> None:
     from playwright.sync_api import sync_playwright
+    from test_browser_evaluation_panel import grab_threshold
 
     from conftest import CHROMIUM, CHROMIUM_FLAGS, Lab
     from jupyter_page import open_cells, run_cell
@@ -83,12 +84,7 @@ def bench_page(moves: int) -> None:
             view = run_cell(panel, 0, timeout=300_000).locator(".activis-eval[data-ready='1']")
             view.wait_for()
             print(f"panel of {N_PAGE:,} instances, 10 classes: cell run to drawn view {time.perf_counter() - t0:.1f} s")
-            rule = view.locator("[data-chart='dist'] [data-role='threshold']")
-            rule.scroll_into_view_if_needed()
-            box = rule.bounding_box()
-            x, y = box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
-            page.mouse.move(x, y)
-            page.mouse.down()
+            x, y = grab_threshold(page, view)
             updates, frames = [], []
             for i in range(moves):
                 before = int(view.get_attribute("data-updates") or 0)

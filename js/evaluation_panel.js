@@ -356,14 +356,15 @@ function setup(kit) {
       if (names_[i] === "accuracy" || names_[i] === "f1_macro") continue;
       addRow(SUMMARY_LABELS[names_[i]] || names_[i], summary[i], compared ? compared[i] : NaN, { "data-metric": names_[i] });
     }
-    const classHead = h("tr", {}, ["class", "P", "R", "F1", "AUC", "AP"].map((t) => h("th", { text: t })));
+    const classHead = h("tr", {}, ["class", "P", "R", "F1", "AUC", "AP", "Δ200"].map((t) => h("th", {
+      text: t, title: t === "Δ200" ? "how far a 200-bucket (TensorFlow-style) AUC would be off" : "" })));
     const classRows = [];
     const all = kit.array("class_metrics");
     const col = (name) => metricNames.indexOf(name);
     for (let k = 0; k < K; k++) {
       const v = (name) => (all ? all.data[k * metricNames.length + col(name)] : NaN);
       const tr = h("tr", { className: k === focus ? "av-focus" : "", "data-class": String(k) },
-        [h("td", { text: names()[k], title: names()[k] }), ...[s.prec[k], s.rec[k], s.f1[k], v("auc"), v("average_precision")]
+        [h("td", { text: names()[k], title: names()[k] }), ...[s.prec[k], s.rec[k], s.f1[k], v("auc"), v("average_precision"), v("bucket_auc_error")]
           .map((x) => h("td", { text: formatNumber(x) }))]);
       tr.addEventListener("click", () => setFocus(k));
       classRows.push(tr);

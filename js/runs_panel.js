@@ -1,5 +1,6 @@
 // RunsPanel: the shared instruments and evaluation metrics of several runs, one chart each, one
-// line per run in the run's colour, the step where two runs part marked by a dashed rule. Drag
+// line per run in the run's colour, the step where two runs part marked by a dashed rule, sudden
+// jumps of a metric (activis.evaluation.volatility) circled. Drag
 // across any chart to pick a step range (step_range, as in the cockpit panel): every chart zooms to
 // it and the summary table shows each run's mean over it; double-click resets. Run names,
 // configuration values and series names are data: they reach the page only through textContent.
@@ -66,11 +67,23 @@ function setup(kit) {
       defs.appendChild(cp);
       f.root.insertBefore(defs, f.root.firstChild);
       f.plot.setAttribute("clip-path", `url(#${clip})`);
-      let points = 0;
+      let points = 0, flagged = 0;
+      const jumps = kit.array("jumps");
       for (let r = 0; r < runs.length; r++) {
-        const ys = values.data.subarray((r * series.length + s) * T, (r * series.length + s + 1) * T);
+        const at = (r * series.length + s) * T;
+        const ys = values.data.subarray(at, at + T);
         for (let t = 0; t < T; t++) if (Number.isFinite(ys[t])) points++;
         line(f, stepsF, ys, 0, T, { stroke: colors[r] || "#888", "stroke-width": 1.5, "data-run": String(r) });
+        for (let t = 0; jumps && t < T; t++) { // a sudden jump: far outside the spread of the changes before it
+          if (!jumps.data[at + t] || stepsF[t] < x0 || stepsF[t] > x1) continue;
+          const mark = svg("circle", { cx: f.x(stepsF[t]), cy: f.y(ys[t]), r: 4, fill: "none", stroke: kit.colour("--av-warn", "#e65100"),
+            "stroke-width": 1.5, "data-jump": String(runs[r]) });
+          const title = svg("title");
+          title.textContent = `${runs[r]}: sudden jump at step ${stepsF[t]}`;
+          mark.appendChild(title);
+          f.plot.appendChild(mark);
+          flagged++;
+        }
       }
       for (const p of model.get("partings") || []) {
         if (p.step < x0 || p.step > x1) continue;
@@ -96,7 +109,7 @@ function setup(kit) {
         },
       });
       f.root.addEventListener("dblclick", resetRange);
-      const card = h("div", { className: "av-card", "data-series": name, "data-points": String(points) },
+      const card = h("div", { className: "av-card", "data-series": name, "data-points": String(points), "data-jumps": String(flagged) },
         [h("h4", { text: name, title: name }), f.root]);
       cards.push(card);
     });
@@ -128,7 +141,7 @@ function setup(kit) {
   const draw = () => { drawCharts(); drawTables(); el.dataset.ready = "1"; };
   const redraw = kit.frame(draw);
   kit.listen(reset, "click", resetRange);
-  kit.on("run_names colours series_names steps values partings config_rows config_columns step_range range_means height",
+  kit.on("run_names colours series_names steps values jumps partings config_rows config_columns step_range range_means height",
     redraw);
   kit.onResize(grid, redraw);
   kit.onTheme(redraw);
@@ -136,4 +149,4 @@ function setup(kit) {
   draw();
 }
 
-export default defineView({ name: "runs", css: CSS, arrays: ["steps", "values", "range_means"], setup });
+export default defineView({ name: "runs", css: CSS, arrays: ["steps", "values", "jumps", "range_means"], setup });

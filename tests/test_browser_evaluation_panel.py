@@ -38,6 +38,17 @@ def view_of(cell):
     return cell.locator(".activis-eval[data-ready='1']")
 
 
+def grab_threshold(page, view):
+    """Press the mouse on the threshold line of the score distributions; returns where (x, y)."""
+    rule = view.locator("[data-chart='dist'] [data-role='threshold']")
+    rule.scroll_into_view_if_needed()
+    box = rule.bounding_box()
+    x, y = box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
+    page.mouse.move(x, y)
+    page.mouse.down()
+    return x, y
+
+
 def test_panel_draws_and_follows_the_threshold_and_selections(lab, page, request):
     panel = open_cells(page, lab, "evaluation_panel.ipynb", [
         SETUP, STATE,
@@ -64,12 +75,7 @@ def test_panel_draws_and_follows_the_threshold_and_selections(lab, page, request
     view.screenshot(path=str(ARTIFACTS / "evaluation_panel.png"))
 
     # drag the threshold: the confusion counts follow in the page, and Python agrees once it lands
-    rule = view.locator("[data-chart='dist'] [data-role='threshold']")
-    rule.scroll_into_view_if_needed()
-    box = rule.bounding_box()
-    x, y = box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
-    page.mouse.move(x, y)
-    page.mouse.down()
+    x, y = grab_threshold(page, view)
     for step in range(1, 4):
         page.mouse.move(x - 8 * step, y)
     page.mouse.up()

@@ -102,3 +102,20 @@ def test_runs_panel_overlays_runs_with_configs_and_partings(tmp_path):
     with pytest.raises(ValueError, match="not logged by every run"):
         RunsPanel([tmp_path / "a", tmp_path / "b"], series=["Loss", "nope"])
     assert loss >= 0
+
+
+def test_runs_panel_circles_sudden_jumps():
+    from activis.cockpit import CockpitLog
+    from activis.widgets.runs_panel import RunsPanel
+    logs = []
+    for name, glitch in (("steady", None), ("glitchy", 20)):
+        log = CockpitLog({"run": name, "params": [{"name": "w", "shape": [3], "layer": "(model)"}]})
+        for step in range(30):
+            auc = 0.8 + 0.001 * np.sin(step) - (0.1 if step == glitch else 0.0)
+            log.append(step, {"Loss": 1.0 / (step + 1), "eval/auc": auc})
+        logs.append(log)
+    panel = RunsPanel(logs)
+    auc = panel.series_names.index("eval/auc")
+    assert panel.jumps.shape == panel.values.shape
+    assert not panel.jumps[0, auc].any()
+    assert panel.jumps[1, auc, 20] == 1 and panel.jumps[1, auc].sum() <= 2  # the glitch (and the recovery)

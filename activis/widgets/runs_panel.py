@@ -13,6 +13,7 @@ import pandas as pd
 import traitlets
 
 from ..evaluation.runs import RunComparison, compare_runs
+from ..evaluation.training import volatility
 from ._arrays import array_serialization
 from ._base import View, bundle
 from .colours import palette
@@ -36,6 +37,7 @@ class RunsPanel(View):
     series_names = traitlets.List(traitlets.Unicode()).tag(sync=True)
     steps = traitlets.Any(None).tag(sync=True, **array_serialization)  # int32, the union of the runs' steps
     values = traitlets.Any(None).tag(sync=True, **array_serialization)  # (runs, series, steps) float32, NaN = none
+    jumps = traitlets.Any(None).tag(sync=True, **array_serialization)  # (runs, series, steps) uint8: sudden jumps
     partings = traitlets.List(traitlets.Dict()).tag(sync=True)  # {"a", "b", "step"} for each pair that parts
     config_columns = traitlets.List(traitlets.Unicode()).tag(sync=True)
     config_rows = traitlets.List(traitlets.List(traitlets.Unicode())).tag(sync=True)  # text cells, one row per run
@@ -67,9 +69,14 @@ class RunsPanel(View):
         frames = {name: log.frame() for name, log in runs.logs.items()}
         steps = sorted(set().union(*(f.index for f in frames.values())))
         values = np.full((len(frames), len(names), len(steps)), np.nan, np.float32)
+        jumps = np.zeros(values.shape, np.uint8)
+        position = {step: i for i, step in enumerate(steps)}
         for r, frame in enumerate(frames.values()):
             if len(frame) and names:
                 values[r] = frame.reindex(steps)[names].to_numpy(np.float32).T
+                flagged = volatility(frame, names)
+                flagged = flagged[flagged["jump"]]
+                jumps[r, [names.index(m) for m in flagged["metric"]], [position[t] for t in flagged["step"]]] = 1
         configs = runs.configs
         differs = list(runs.config_differences().columns)
         columns = differs + [c for c in configs.columns if c not in differs]
@@ -81,6 +88,7 @@ class RunsPanel(View):
             self.series_names = names
             self.steps = np.asarray(steps, np.int32)
             self.values = values
+            self.jumps = jumps
             self.partings = partings
             self.config_columns = ["run", *columns]
             self.config_rows = [[name, *(_cell(configs.loc[name, c]) for c in columns)] for name in runs.names]
@@ -101,8 +109,9 @@ class RunsPanel(View):
         return pd.DataFrame(self.range_means, index=pd.Index(self.run_names, name="run"), columns=self.series_names)
 
     @traitlets.validate("step_range")
-    def _valid_range(self, proposal):
-        value = list(proposal["value"])
-        if len(value) not in (0, 2):
-            raise traitlets.TraitError(f"step_range is [first, last] or [], not {value}")
-        return sorted(value)
+    def _whole_steps(self, proposal):
+        """Two steps in either order (rounded to whole steps), or none for all steps."""
+        steps = sorted(round(v) for v in proposal["value"])
+        if len(steps) == 1:
+            raise traitlets.TraitError(f"step_range is [first, last] or [], not {steps}")
+        return [float(v) for v in steps]
