@@ -126,19 +126,19 @@ class Evaluation:
     def confusion(self) -> pd.DataFrame:
         return classification.confusion(self.outcomes, self.predictions)
 
+    def _calibration_input(self, cls) -> tuple[np.ndarray, np.ndarray]:
+        if cls is None:
+            return classification.top_label(self.outcomes)
+        cls = self._class(cls)
+        return self._positive(cls), self.outcomes.scores[:, cls]
+
     def reliability(self, cls=None) -> pd.DataFrame:
         """The reliability curve: top-label (None) or class ``cls``'s probability against its frequency."""
-        if cls is None:
-            correct, confidence = classification.top_label(self.outcomes)
-        else:
-            cls = self._class(cls)
-            correct, confidence = self._positive(cls), self.outcomes.scores[:, cls]
-        return classification.reliability(correct, confidence, self.n_bins, self.bin_strategy)
+        return classification.reliability(*self._calibration_input(cls), self.n_bins, self.bin_strategy)
 
     def expected_calibration_error(self, cls=None) -> float:
-        curve = self.reliability(cls)
-        weights = curve["count"] / curve["count"].sum()
-        return float((weights * (curve["frequency"] - curve["confidence"]).abs()).sum())
+        return classification.expected_calibration_error(*self._calibration_input(cls), self.n_bins,
+                                                         self.bin_strategy)
 
     def distributions(self, cls=None, bins: int = 50) -> dict:
         return classification.distributions(self.outcomes, self._class(self.focus if cls is None else cls), bins)
