@@ -419,15 +419,6 @@ class Cockpit:
         self.log.append(step, {f"eval/{k}": v for k, v in values.items()})
         return values
 
-    def log_eval(self, step: int, labels, scores, *, class_names=None, threshold: float | None = None) -> dict:
-        """Evaluate predictions (labels, and one score per instance or per class, tensors or arrays) and
-        write the metrics (AUC with its DeLong interval, AP, accuracy, F1, ECE...) as ``eval/<metric>``."""
-        from ..evaluation import eval_metrics  # scikit-learn is loaded only by runs that evaluate
-
-        values = eval_metrics(_as_numpy(labels), _as_numpy(scores), class_names=class_names, threshold=threshold)
-        self.log.append(step, {f"eval/{k}": v for k, v in values.items()})
-        return values
-
     def close(self) -> None:
         """Remove the model and optimizer hooks and close the log files."""
         self.taps.remove()
