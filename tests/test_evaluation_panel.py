@@ -119,3 +119,18 @@ def test_runs_panel_circles_sudden_jumps():
     assert panel.jumps.shape == panel.values.shape
     assert not panel.jumps[0, auc].any()
     assert panel.jumps[1, auc, 20] == 1 and panel.jumps[1, auc].sum() <= 2  # the glitch (and the recovery)
+
+
+def test_binary_store_panel_thresholds_the_positive_class(tmp_path):
+    rng = np.random.default_rng(2)
+    y = rng.integers(0, 2, 300)
+    logit = (rng.normal(size=300) + 1.5 * (2 * y - 1)).astype(np.float32)[:, None]  # one output column
+    store = write_store(tmp_path / "b", {"h": rng.normal(size=(300, 2)).astype(np.float32)}, labels=y,
+                        outputs=logit, class_names=["negative", "positive"])
+    panel = EvaluationPanel(store, threshold=0.7)
+    assert panel.focus == 1 and panel.score_domain == [0.0, 1.0]
+    assert {"auc", "average_precision", "bucket_auc_error"} <= set(panel.summary_names)
+    from sklearn.metrics import roc_auc_score
+    assert panel.summary[panel.summary_names.index("auc")] == pytest.approx(roc_auc_score(y, logit[:, 0]), abs=1e-12)
+    pred = panel.evaluation().predictions
+    np.testing.assert_array_equal(pred, (store.scores[:, 1] >= 0.7).astype(int))
