@@ -72,6 +72,7 @@ function setup(kit) {
   let focus = 0, threshold = 0.5, domain = [0, 1];
   let shared = null;
   let updates = 0; // threshold updates drawn (for tests and the benchmark)
+  let redraw = () => {};
   let W = 0, chartH = 0;
   const marks = {}; // parts moved by a threshold drag
   const colors = () => Array.from({ length: K }, (_, k) => kit.classColour(k));
@@ -190,6 +191,15 @@ function setup(kit) {
     }
     line(f, edges, hn, 0, 2 * BINS, { stroke: kit.colour("--av-fg-muted", "#666"), "stroke-width": 1.4, "data-series": "negatives" });
     line(f, edges, hp, 0, 2 * BINS, { stroke: colors()[focus] || "#4e79a7", "stroke-width": 1.8, "data-series": "positives" });
+    const picked = comparedRows();
+    if (picked) { // a selection made in another view: its scores, as a share of it
+      const sel = new Float64Array(BINS);
+      for (const i of picked) sel[Math.min(BINS - 1, Math.max(0, Math.floor((score[i] - lo) * scale)))] += 1 / picked.length;
+      const hs = new Float64Array(2 * BINS);
+      for (let b = 0; b < BINS; b++) hs[2 * b] = hs[2 * b + 1] = Math.min(sel[b], top * 1.05);
+      line(f, edges, hs, 0, 2 * BINS, { stroke: kit.colour("--av-accent", "#1976d2"), "stroke-width": 1.4,
+        "stroke-dasharray": "4 2", "data-series": "compared" });
+    }
     const brush = svg("rect", { class: "av-brush", y: f.top, height: f.bottom - f.top, width: 0, visibility: "hidden", "data-role": "brush" });
     const rule = svg("line", { class: "av-threshold", y1: f.top, y2: f.bottom, "data-role": "threshold" });
     const hit = svg("rect", { x: f.left, y: f.top, width: f.right - f.left, height: f.bottom - f.top, fill: "transparent", "data-role": "drag" });
@@ -216,7 +226,9 @@ function setup(kit) {
       },
     });
     card.legend.replaceChildren(chip(`${names()[focus] ?? ""} (${positives.toLocaleString()})`, colors()[focus], false, null),
-      chip(`others (${(n - positives).toLocaleString()})`, kit.colour("--av-fg-muted", "#666"), false, null));
+      chip(`others (${(n - positives).toLocaleString()})`, kit.colour("--av-fg-muted", "#666"), false, null),
+      ...(picked ? [chip(`selection (${picked.length.toLocaleString()})`, kit.colour("--av-accent", "#1976d2"), false, null)] : []));
+    card.root.dataset.compared = String(picked ? picked.length : 0);
   }
 
   function showBrush(a, b) {
@@ -432,9 +444,22 @@ function setup(kit) {
     writeBrush(null, { selected_range: [], selected_cell: [] });
   }
 
+  /** Rows of the selection made elsewhere (another view's brush, else the active subset), or null. */
+  function comparedRows() {
+    const ids = shared ? shared.clause("brush") || (shared.get("subset") ? shared.indices("subset_indices") : null) : null;
+    if (!ids) return null;
+    const wanted = new Set(ids);
+    const rows = [];
+    for (let i = 0; i < n; i++) if (wanted.has(index[i])) rows.push(i);
+    return rows;
+  }
+
+  let lastCompared = null;
   function onShared(api) {
     // another view's brush replaces ours: drop our cell and range marks (the kernel sends compared_*)
     shared = api;
+    const raw = api.mine("brush") ? api.get("subset_indices") : api.get("brush") || api.get("subset_indices");
+    if (raw !== lastCompared) { lastCompared = raw; redraw(); }
     if (!api.mine("brush") && model.get("selected_cell").length + model.get("selected_range").length) {
       if (marks.dist) marks.dist.brush.setAttribute("visibility", "hidden");
       el.dataset.selected = "0";
@@ -469,7 +494,7 @@ function setup(kit) {
     el.dataset.compared = sub;
   }
 
-  const redraw = kit.frame(drawAll);
+  redraw = kit.frame(drawAll);
   kit.listen(focusPick, "change", () => setFocus(Number(focusPick.value)));
   kit.listen(thresholdBox, "change", () => {
     const v = Number(thresholdBox.value);

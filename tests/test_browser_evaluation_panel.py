@@ -119,6 +119,8 @@ def test_panel_draws_and_follows_the_threshold_and_selections(lab, page, request
     header = view.locator("table tr").first.locator("th")
     assert header.count() == 3 and header.nth(2).text_content() == "selection (projection) (200)"
     assert view.locator("[data-chart='roc']").get_attribute("data-curves") == "5"
+    # and its scores over the distributions (the rows of instances 0..199)
+    view.locator("[data-chart='dist'][data-compared='200']").wait_for()
     assert view.locator("[data-chart='dist'] [data-role='brush']").get_attribute("visibility") == "hidden"
     guard = request.node.stash[PAGE_GUARD]  # nothing left 127.0.0.1 (the guard fails the test otherwise, too)
     assert guard.blocked == []
