@@ -189,10 +189,13 @@ class Saturation(Check):
 
 
 class DeadReLU(Check):
-    """ReLU units that are never active on the sample (>= 256 samples where available)."""
+    """ReLU units that are never active on the sample (>= 256 samples where available).
+
+    Over 40 %: PyTorch's default initialisation leaves up to about 22 % of a second 64-unit layer dead
+    on the digits (30 seeds), He initialisation fewer; a bias or weight scale gone wrong, most or all."""
 
     id, title = "dead_relu", "Dead ReLUs"
-    fraction = 0.2
+    fraction = 0.4
 
     def run(self, ctx):
         x = ctx.data.X[:256]
