@@ -122,3 +122,21 @@ def test_doctor_is_off_by_default():
     cockpit = Cockpit(model, ["Loss"])
     assert cockpit.doctor is None
     cockpit.close()
+
+
+def test_a_nan_loss_in_a_real_run_is_found_at_its_step():
+    X, y = (torch.from_numpy(a) for a in digits(300))
+    model = MLP(64, 10)
+    opt = torch.optim.SGD(model.parameters(), 0.05)
+    cockpit = Cockpit(model, ["Loss", "GradNorm"], optimizer=opt, doctor=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for step in range(8):
+            x = X[:64].clone()
+            if step == 5:
+                x[0, 0] = float("nan")  # one bad sample
+            opt.zero_grad()
+            cockpit.backward(F.cross_entropy(model(x), y[:64], reduction="none"))
+    cockpit.close()
+    found = [f for f in cockpit.doctor.findings if f.check == "loss_not_finite"]
+    assert [f.step for f in found] == [5] and found[0].place == "loss"
