@@ -131,3 +131,28 @@ def test_a_model_fx_cannot_trace_is_checked_on_its_module_nodes():
     assert {f.node for f in report.of("dead_relu")} == {"act"}
     assert [f.node for f in report.of("input_dependence")] == ["act"]
     assert {f.where for f in report.of("gradient_coverage")} == {"fc1.weight", "fc2.weight"}  # no input reaches fc2
+
+
+def test_gradients_vanishing_through_a_deep_sigmoid_stack_are_found_at_the_first_layer():
+    torch.manual_seed(0)
+    layers = [nn.Linear(64, 32), nn.Sigmoid()]
+    for _ in range(9):
+        layers += [nn.Linear(32, 32), nn.Sigmoid()]
+    deep = nn.Sequential(*layers, nn.Linear(32, 10))
+    report = checkup(deep, digits(), nn.CrossEntropyLoss(), checks=["init_scale"])
+    assert [(f.node, "vanish" in f.message) for f in report.of("init_scale")] == [("_0", True)], report
+    shallow = checkup(MLP(64, 10, act=nn.Sigmoid), digits(), nn.CrossEntropyLoss(), checks=["init_scale"])
+    assert not shallow.findings, shallow
+
+
+def test_a_small_bert_from_transformers_is_healthy():
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    config = transformers.BertConfig(vocab_size=60, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                                     intermediate_size=64, max_position_embeddings=16, num_labels=3)
+    model = transformers.BertForSequenceClassification(config)
+    ids = torch.randint(0, 60, (200, 8))
+    report = checkup(model, (ids, ids[:, 0] % 3), nn.CrossEntropyLoss(), torch.optim.Adam(model.parameters()),
+                     checks=["input_dependence", "gradient_coverage", "non_finite", "randomness", "optimizer",
+                             "loss_shapes", "loss_sign", "init_scale", "dead_relu", "input_scale"])
+    assert report.clean and set(report.ran) >= {"input_dependence", "gradient_coverage", "init_scale"}, report

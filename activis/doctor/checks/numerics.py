@@ -146,8 +146,8 @@ class InitScale(Check):
                 evidence={"layer_gain": gains[worst], "total_gain": total, "layers": len(layers)},
                 place="node", where=n.name, node=n.name)]
         with_grads = [n for n in layers if n.name in grads]
-        if len(with_grads) < 2:
-            return []
+        if len(with_grads) < 2 or not _chain(ctx.graph, [n.name for n in with_grads]):
+            return []  # along parallel branches (attention's query, key, value) depth has no one direction
         first, last = _rms(grads[with_grads[0].name]), _rms(grads[with_grads[-1].name])
         ratio = first / last if last > 0 else math.inf
         if 1 / self.total_gain <= ratio <= self.total_gain:
@@ -159,6 +159,18 @@ class InitScale(Check):
             "Use ReLU-family activations with He initialisation, normalisation layers or residual connections; "
             "clip gradients if they explode.",
             evidence={"first_over_last": ratio, "layers": len(with_grads)}, place="node", where=n.name, node=n.name)]
+
+
+def _chain(graph, names: list[str]) -> bool:
+    """Whether each of these nodes feeds the next (a path through depth, not parallel branches)."""
+    wanted = set(names)
+    above: dict[str, set[str]] = {}  # node -> the wanted nodes upstream of it
+    for n in graph.nodes:
+        up: set[str] = set()
+        for i in n.inputs:
+            up |= above.get(i, set()) | ({i} & wanted)
+        above[n.name] = up
+    return all(a in above.get(b, set()) for a, b in zip(names, names[1:]))
 
 
 class Saturation(Check):
