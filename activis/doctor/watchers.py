@@ -248,12 +248,16 @@ class UpdateBlindSpots(Watcher):
     def __init__(self, doctor):
         super().__init__(doctor)
         self.ratios: dict[str, deque] = {}
+        self.calls, self.norms = 0, []
 
     def observe(self, step, values):
         updates = values.get("UpdateSize")
         if not isinstance(updates, list):
             return []
-        norms = [float(n) for n in torch._foreach_norm([p.detach() for _, p in self.doctor.params])]
+        if self.calls % 10 == 0:  # ||theta|| moves slowly: one pass over the parameters every 10 steps
+            self.norms = [float(n) for n in torch._foreach_norm([p.detach() for _, p in self.doctor.params])]
+        self.calls += 1
+        norms = self.norms
         per_layer: dict[str, list[float]] = {}
         for name, u, n in zip(self.doctor.names, updates, norms):
             if n > 1e-8 and math.isfinite(u):
