@@ -184,3 +184,82 @@ def test_panel_updates_live_while_the_loop_runs(lab, page):
     # and the last state arrives once the loop ends (the throttle's trailing update)
     view.and_(page.locator(f"[data-steps='{ran}']")).wait_for(timeout=60_000)
     assert int(card(view, "gradnorm").get_attribute("data-points")) == ran
+
+
+SYNTHETIC = '''
+import json, math
+from activis.cockpit.log import CockpitLog
+from activis.widgets.cockpit_panel import CockpitPanel
+
+# a run that tracked only the loss and the TIC: a loss with two spikes, a TIC that barely moves
+log = CockpitLog({"run": "synthetic", "quantities": {"Loss": {}, "TICDiag": {}},
+                  "params": [{"name": "fc.weight"}]})
+for step in range(40):
+    loss = 500.0 if step in (10, 30) else 1.0 + 0.01 * step
+    log.append(step, {"Loss": loss, "TICDiag": 0.3001 + 0.0002 * math.sin(step / 3), "accuracy": step / 40})
+panel = CockpitPanel(log)
+panel
+'''
+
+GEOMETRY = """(card) => {
+  const brush = card.querySelector("[data-role='brush']").getBBox();
+  const box = (sel) => [...card.querySelectorAll(sel)].map((t) => t.getBBox());
+  return {
+    plotTop: brush.y, plotRight: brush.x + brush.width,
+    legendBottoms: box("text[data-role='legend']").map((b) => b.y + b.height),
+    rightLabelLefts: box("text[data-axis='yr']").map((b) => b.x),
+  };
+}"""
+
+
+def test_panel_axes_scales_and_untracked_instruments(lab, page):
+    """Axes that read, a log scale for a spiky loss, no space for untracked instruments, a brush that holds."""
+    check = 'print("RESULT " + json.dumps({"range": panel.step_range}))'
+    panel = open_cells(page, lab, "cockpit_axes.ipynb", [SYNTHETIC, check])
+    view = run_cell(panel, 0).locator(".activis-cockpit[data-ready='1']")
+    view.and_(page.locator("[data-steps='40']")).wait_for()
+    # only what this configuration tracks takes space
+    assert view.get_attribute("data-instruments") == "2"
+    for key in INSTRUMENTS:
+        assert card(view, key).is_visible() == (key in ("loss", "tic")), key
+
+    # a TIC that moves in the fourth decimal: every tick label differs from its neighbours
+    ticks = card(view, "tic").get_attribute("data-ticks").split("|")
+    assert len(ticks) >= 2 and len(set(ticks)) == len(ticks), ticks
+    # axes say what they show: steps along x, the quantity up y, the metric on the right axis
+    loss = card(view, "loss")
+    assert loss.locator("[data-role='x-label']").text_content() == "step"
+    assert "loss" in loss.locator("[data-role='y-label']").text_content()
+    assert loss.locator("[data-role='yr-label']").text_content() == "accuracy"
+    # no label is drawn over the lines: the legend sits above the plot, the right axis right of it
+    geometry = loss.locator("svg").evaluate(GEOMETRY)
+    assert geometry["legendBottoms"] and max(geometry["legendBottoms"]) <= geometry["plotTop"] + 0.5, geometry
+    assert geometry["rightLabelLefts"] and min(geometry["rightLabelLefts"]) >= geometry["plotRight"], geometry
+
+    # the spiky loss reads on a log scale by itself; the toggle switches to linear and back
+    assert loss.get_attribute("data-scale") == "log"
+    assert loss.locator("[data-role='log-toggle']").get_attribute("aria-pressed") == "true"
+    loss.locator("[data-role='log-toggle']").click()
+    loss.and_(page.locator("[data-scale='linear']")).wait_for()
+    assert card(view, "tic").get_attribute("data-scale") == "linear"
+
+    # brush from 20 % to 70 % of the steps with a human hand: a step back on the way, and a new step
+    # arriving from the kernel in the middle of the drag; the range is what was dragged
+    brush = loss.locator("[data-role='brush']")
+    box = brush.bounding_box()
+    y = box["y"] + box["height"] / 2
+    at = lambda f: box["x"] + box["width"] * f  # noqa: E731
+    page.mouse.move(at(0.2), y)
+    page.mouse.down()
+    page.mouse.move(at(0.25), y, steps=3)
+    page.mouse.move(at(0.24), y)
+    page.evaluate("() => { window.jupyterapp.shell.currentWidget.sessionContext.session.kernel.requestExecute("
+                  "{code: 'log.append(40, {\"Loss\": 1.5, \"TICDiag\": 0.3002})'}); }")
+    page.wait_for_function("(el) => el.dataset.drawWaiting === '1'", arg=view.element_handle())
+    page.mouse.move(at(0.7), y, steps=8)
+    page.mouse.up()
+    view.locator("[data-role='range-label']").filter(has_text=re.compile(r"steps \d+–\d+")).wait_for()
+    first, last = (int(v) for v in view.get_attribute("data-range").split("-"))
+    assert 6 <= first <= 9 and 26 <= last <= 29, (first, last)  # 0.2 * 39 and 0.7 * 39
+    assert python_result(panel, 1, lambda r: r["range"] == [first, last])["range"] == [first, last]
+    view.and_(page.locator("[data-steps='41']")).wait_for()  # the waiting draw came once the drag ended

@@ -53,6 +53,8 @@ class CockpitPanel(View):
     hist2d_range = traitlets.List(traitlets.List(traitlets.Float())).tag(sync=True)
     hist2d_steps = traitlets.Int(0).tag(sync=True)
     notes = traitlets.Dict().tag(sync=True)  # estimator labels and skipped quantities, for the footer
+    # the quantities of the run's configuration: instruments of the others take no space
+    tracked = traitlets.List(traitlets.Unicode()).tag(sync=True)
     updates = traitlets.Int(0).tag(sync=True)  # how many times data was sent (live updates count)
 
     def __init__(self, source, *, throttle: float = 0.5, **kwargs):
@@ -152,7 +154,8 @@ class CockpitPanel(View):
             lf = log.layer_frame(q).reindex(frame.index)
             per_layer[qi] = lf.to_numpy(dtype=np.float32).T
         notes = {"hess_diag": log.meta.get("hess_diag_note", ""), "skipped": dict(log.skipped)}
-        return {"run": log.run, "steps": steps, "series_names": names, "series": values,
+        tracked = sorted(log.meta.get("quantities", {}))
+        return {"run": log.run, "steps": steps, "series_names": names, "series": values, "tracked": tracked,
                 "layers": log.layers, "layer_series_names": layer_names, "layer_series": per_layer,
                 "notes": notes}
 
