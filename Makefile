@@ -34,13 +34,16 @@ demo: setup
 
 test: setup browser-deps
 	$(BIN)/ruff check .
+	npm run lint
 	$(BIN)/pytest -ra $(PYTEST_ARGS)
 
 test-fast: setup
 	$(BIN)/pytest -ra -m "not browser" $(PYTEST_ARGS)
 
+# Python and JavaScript alike: ruff; ESLint (js/, 120 columns) and TypeScript's check of the JSDoc types
 lint: setup
 	$(BIN)/ruff check .
+	npm run lint
 
 bench: setup
 	for b in benchmarks/bench_*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
