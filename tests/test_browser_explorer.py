@@ -118,6 +118,15 @@ def test_explorer_coordination(lab, page):
     # the panel narrows to the brushed instances and the pinned one, always shown: all of them, no more
     page.wait_for_function("([el, n]) => Number(el.dataset.drawn) === n",
                            arg=[inst.element_handle(), state["narrowed"]])
+    # every clause but its own: the lasso does not fade the projection that drew it
+    assert proj.get_attribute("data-filtered") == "" and int(proj.get_attribute("data-selected")) == state["brush"]
+    drawn_before = int(inst.get_attribute("data-drawn"))
+    # the projection's Clear clears the brush everywhere: the matrix row, the panel's filter, the Selection
+    proj.get_by_role("button", name="Clear", exact=True).click()
+    state = python_result(panel, 1, lambda r: r["brush"] is None)
+    assert state["filter"] is None and "selection" not in state["rows"] and state["proj_selected"] == 0, state
+    matrix.locator(".av-row[data-key='selection']").wait_for(state="detached")
+    page.wait_for_function("([el, n]) => Number(el.dataset.drawn) > n", arg=[inst.element_handle(), drawn_before])
 
     # 5. a click on a neuron column colours the projection by it and sorts the instance panel
     matrix.locator("canvas.av-canvas").click(position={"x": 4.5 * cell_w, "y": 0.5 * row_h})

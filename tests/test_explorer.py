@@ -4,7 +4,9 @@ import numpy as np
 import pytest
 
 from activis.demo import digits_store
+from activis.widgets import row_keys
 from activis.widgets.explorer import Explorer, LayerNotCaptured, store_layer_for
+from activis.widgets.selection import INSTANCES, MATRIX, PROJECTION
 
 
 @pytest.fixture(scope="module")
@@ -46,3 +48,44 @@ def test_brush_pin_and_subset_pick(store):
 
     ex.subset_panel.active = "true 3"
     assert len(ex.selection.subset_indices) == int((store.instances.label == 3).sum())
+
+
+def _select_in_projection(ex, indices, lasso=None):
+    """What the projection's browser sends in one message: the selected points and the lasso that made them."""
+    with ex.projection.hold_trait_notifications():
+        ex.projection.lasso = lasso
+        ex.projection.selected_indices = np.asarray(indices, np.int32)
+
+
+def test_cross_filter_through_the_views(store):
+    """Each view follows every clause but its own, through the sources real views write."""
+    ex = Explorer(store, method="pca")
+    sel = ex.selection
+    lassoed = np.arange(100, 160)
+    _select_in_projection(ex, lassoed, lasso=np.array([[0, 0], [1, 0], [1, 1]], np.float64))
+    assert sel.brush_source == PROJECTION and sel.brush.tolist() == lassoed.tolist()
+    assert sel.clause("brush", PROJECTION) is None  # the lasso never filters the projection itself
+    assert ex.projection.filter_indices is None
+    assert sel.clause("brush", INSTANCES).tolist() == ex.instances.filter_indices.tolist() == lassoed.tolist()
+    assert sel.clause("brush", MATRIX) is not None and ex.matrix.row_keys[-1] == row_keys.BRUSH
+    assert ex.matrix.rows[-1]["size"] == 60
+
+    # the projection's Clear (selected nothing, no lasso) clears the brush in every view
+    _select_in_projection(ex, [])
+    assert sel.brush is None and ex.instances.filter_indices is None
+    assert row_keys.BRUSH not in ex.matrix.row_keys
+
+    # a legend pick (many points, no lasso) brushes as well; a click on one point pins it, keeping the brush
+    _select_in_projection(ex, np.arange(0, 30))
+    assert len(ex.instances.filter_indices) == 30
+    _select_in_projection(ex, [7])
+    assert sel.pinned == [7] and len(ex.instances.filter_indices) == 30
+
+    # an instance hovered in the projection or the instance panel is a temporary matrix row
+    ex.projection.hovered_index = 12
+    assert ex.matrix.row_keys[-1] == row_keys.HOVER and ex.matrix.rows[-1]["label"] == "hover #12"
+    ex.projection.hovered_index = -1
+    ex.instances.hovered_index = 13
+    assert ex.matrix.rows[-1]["label"] == "hover #13"
+    ex.instances.hovered_index = -1
+    assert row_keys.HOVER not in ex.matrix.row_keys

@@ -181,10 +181,10 @@ class Explorer(widgets.VBox):
 
     def _on_projection_select(self, change) -> None:
         indices = as_indices(change["new"])
-        if self.projection.lasso is not None:  # a lasso or box: a brush
-            self.selection.set_brush(indices if indices.size else None, PROJECTION)
-        elif indices.size == 1:  # a click on one point pins it
+        if indices.size == 1 and self.projection.lasso is None:  # a click on one point pins it
             self.selection.pin(int(indices[0]))
+        else:  # a lasso, a box or a legend pick brushes; Clear (Esc, a click on nothing) clears the brush
+            self.selection.set_brush(indices if indices.size else None, PROJECTION)
 
     def _on_pinned(self, change) -> None:
         pinned = list(change["new"])
