@@ -713,14 +713,13 @@ function setup(kit) {
   });
   canvas.addEventListener("mouseleave", () => { tooltip.hide(); setHover(-1, -1); });
   el.addEventListener("mouseleave", () => setHover(-1, -1));
+  // a cell picks its neuron (a second click lets it go); rows are picked by their labels
   canvas.addEventListener("click", (ev) => {
     const cell = cellAt(ev);
     if (!cell) return;
-    const key = rows[cell.row].key;
-    const same = model.get("selected_neuron") === cell.neuron && model.get("selected_row") === key;
-    save(same ? { selected_neuron: -1, selected_row: "" } : { selected_neuron: cell.neuron, selected_row: key });
-    shareNeuron(same ? -1 : cell.neuron);
-    shareRow(same ? "" : key);
+    const neuron = model.get("selected_neuron") === cell.neuron ? -1 : cell.neuron;
+    save({ selected_neuron: neuron });
+    shareNeuron(neuron);
   });
   header.addEventListener("click", (ev) => {
     const box = header.getBoundingClientRect();

@@ -114,13 +114,16 @@ def test_activation_matrix_round_trip(lab, page):
     assert sorted(order) == list(range(64))
     assert abs(order.index(TWINS[0]) - order.index(TWINS[1])) == 1
 
-    # back to index order; click neuron 12 in the second row: Python sees both
+    # back to index order; a click on a cell of the second row picks neuron 12, not the row
     rendered_after(page, view, view.locator("button[data-mode='index']").click)
     click_cell(view, 12, 1)
     result = python_result(panel, 1, lambda r: r["selected_neuron"] == 12)
-    assert result["selected_row"] == "subset:true one"
-    assert result["selected_indices"] == 100
+    assert result["selected_row"] == "" and result["selected_indices"] == 0
     assert view.get_attribute("data-selected-neuron") == "12"
+    # the row is picked by its label
+    row_label(view, "subset:true one").locator(".av-text").click()
+    result = python_result(panel, 1, lambda r: r["selected_row"] == "subset:true one")
+    assert result["selected_indices"] == 100 and result["selected_neuron"] == 12
 
     # hover shows row, neuron, value and rank
     cell_w = float(view.get_attribute("data-cell-w"))
@@ -248,9 +251,12 @@ def test_activation_matrix_links_through_a_shared_selection(lab, page):
     result = python_result(panel, 1, lambda r: r["hover_source"] == "matrix" and len(r["hovers"]) >= 2)
     assert result["hovers"] == [list(range(2, 400, 4)), []]
 
-    # clicking a cell of "true zero" shares the neuron and the subset
+    # clicking a cell of "true zero" shares its neuron and leaves the class alone; its label shares the class
     canvas.click(position={"x": 3.5 * cell_w, "y": 0.5 * row_h})
-    result = python_result(panel, 1, lambda r: r["neuron"] == 3 and r["subset"] == "true zero")
+    result = python_result(panel, 1, lambda r: r["neuron"] == 3)
+    assert result["subset"] == "" and result["m_neuron"] == 3
+    row_label(view, "subset:true zero").locator(".av-text").click()
+    result = python_result(panel, 1, lambda r: r["subset"] == "true zero")
     assert result["subset_n"] == 100 and result["m_neuron"] == 3
 
     # another view's choice of neuron and layer drives the matrix
