@@ -7,6 +7,7 @@
 import { defineView } from "./common/view.js";
 import { h } from "./common/dom.js";
 import { decodeArray } from "./common/arrays.js";
+import { rampColour } from "./common/colours.js";
 
 /**
  * @typedef {import("./common/arrays.js").Serialised} Serialised
@@ -167,6 +168,9 @@ function setup(kit) {
 
   let sample = null, atlas = null, lay = null, hovered = -1, lastWidth = 0;
   let pinned = new Set(), highlighted = null;
+  let lastHighlighted = null; // the highlighted set the view last scrolled to
+  /** @type {{values: ArrayLike<number>, lo: number, hi: number} | null} */
+  let valueFill = null; // sorted by a neuron (or any values): the fill shows them
 
   function nClasses() {
     let n = (model.get("class_names") || []).length;
@@ -216,7 +220,20 @@ function setup(kit) {
       const swatch = h("span", { className: "swatch", style: { background: colorOf(-1) } });
       items.push(h("span", {}, [swatch, h("span", { text: "(no label)" })]));
     }
-    const note = "fill: true class · border: predicted class · right: misclassified";
+    if (valueFill) { // the fill is the values sorted by, the class reads from the border and the groups
+      const bar = h("canvas", { className: "av-ip-gradient", width: "100", height: "9" });
+      const g = /** @type {CanvasRenderingContext2D} */ (bar.getContext("2d"));
+      for (let x = 0; x < 100; x++) {
+        g.fillStyle = rampColour(kit.palette().sequential, x / 99);
+        g.fillRect(x, 0, 1, 9);
+      }
+      items.unshift(h("span", { className: "av-ip-legend-values", "data-role": "value-legend" }, [
+        h("span", { text: `fill: ${model.get("sort_label") || "sort value"} ` }),
+        h("span", { text: formatNumber(valueFill.lo) }), bar, h("span", { text: formatNumber(valueFill.hi) }),
+      ]));
+    }
+    const note = valueFill ? "border: predicted class · right: misclassified"
+      : "fill: true class · border: predicted class · right: misclassified";
     items.push(h("span", { className: "av-ip-legend-note", text: note }));
     legend.replaceChildren(...items);
   }
@@ -226,6 +243,15 @@ function setup(kit) {
     readSelections();
     const sortKeysRaw = kit.array("_sort_keys");
     const sortKeys = sortKeysRaw ? sortKeysRaw.data : null;
+    valueFill = null;
+    if (sample && sortKeys && sortKeys.length === sample.n) {
+      let lo = Infinity, hi = -Infinity;
+      for (let i = 0; i < sortKeys.length; i++) {
+        if (sortKeys[i] < lo) lo = sortKeys[i];
+        if (sortKeys[i] > hi) hi = sortKeys[i];
+      }
+      if (lo <= hi) valueFill = { values: sortKeys, lo, hi };
+    }
     const total = model.get("height");
     const thumbs = useThumbs();
     btnThumbs.style.display = atlas ? "" : "none";
@@ -265,7 +291,7 @@ function setup(kit) {
           ctx.globalAlpha = lit ? 1 : 0.18;
           ctx.fillStyle = colorOf(sample.pred[i]); // border = predicted class
           ctx.fillRect(x, y, size, size);
-          ctx.fillStyle = colorOf(sample.label[i]); // fill = true class
+          ctx.fillStyle = valueFill ? fillOf(valueFill.values[i]) : colorOf(sample.label[i]); // fill: true class or value
           ctx.fillRect(x + border, y + border, size - 2 * border, size - 2 * border);
           if (thumbs) {
             const inset = border + 2;
@@ -313,7 +339,39 @@ function setup(kit) {
       pinnedDrawn++;
     }
     drawOverlay();
+    scrollToHighlighted(size);
     finish(t0, drawn, thumbsDrawn, pinnedDrawn, highlightedDrawn, summary);
+  }
+
+  /** The fill for a value sorted by: the palette's sequential ramp over the sample's range. */
+  function fillOf(/** @type {number} */ v) {
+    if (!valueFill || !Number.isFinite(v)) return colorOf(-1);
+    const { lo, hi } = valueFill;
+    return rampColour(kit.palette().sequential, hi > lo ? (v - lo) / (hi - lo) : 0.5);
+  }
+
+  /** A new set lit up (another view's hover or subset, highlight()): bring one of its squares into view. */
+  function scrollToHighlighted(/** @type {number} */ size) {
+    const changed = highlighted !== lastHighlighted;
+    lastHighlighted = highlighted;
+    if (!highlighted || !lay) { el.dataset.highlightedVisible = "0"; return; }
+    const top = scroll.scrollTop, bottom = top + scroll.clientHeight;
+    let first = -1, visible = 0;
+    for (let i = 0; i < sample.n; i++) {
+      if (!highlighted.has(sample.index[i])) continue;
+      if (lay.y[i] >= top && lay.y[i] + size <= bottom) visible++;
+      if (first < 0 || lay.y[i] < lay.y[first]) first = i;
+    }
+    if (changed && first >= 0 && !visible) {
+      scroll.scrollTop = Math.max(0, lay.y[first] - 24);
+      el.dataset.scrolledTo = String(sample.index[first]);
+      visible = 0;
+      const t = scroll.scrollTop, b = t + scroll.clientHeight;
+      for (let i = 0; i < sample.n; i++) {
+        if (highlighted.has(sample.index[i]) && lay.y[i] >= t && lay.y[i] + size <= b) visible++;
+      }
+    }
+    el.dataset.highlightedVisible = String(visible);
   }
 
   function addHeader(g) {
@@ -357,6 +415,7 @@ function setup(kit) {
     el.dataset.pinnedDrawn = String(pinnedDrawn);
     el.dataset.highlightedDrawn = String(highlightedDrawn);
     el.dataset.sorted = model.get("_sort_keys") ? "values" : "confidence";
+    el.dataset.colourBy = valueFill ? "values" : "class";
     el.dataset.layout = JSON.stringify(summary);
     el.dataset.drawMs = ms.toFixed(2);
     el.dataset.rendered = String(Number(el.dataset.rendered || 0) + 1);

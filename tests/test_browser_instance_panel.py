@@ -272,3 +272,41 @@ def test_instance_panel_digit_thumbnails(lab, page):
           f"{sorted(times)[len(times) // 2]:.1f}); plain {plain_ms:.1f} ms")
     view.screenshot(path=str(ARTIFACTS / "instance_panel_digits.png"))
     assert min(times) < 500
+
+
+# RGB of the canvas pixel at the centre of an instance's square
+FILL = """([el, i]) => {
+  const at = el.activisLocate(i), c = el.querySelector('canvas.av-ip-canvas'), box = c.getBoundingClientRect();
+  const d = window.devicePixelRatio || 1;
+  return Array.from(c.getContext('2d').getImageData(Math.floor((at.x - box.left) * d),
+                                                    Math.floor((at.y - box.top) * d), 1, 1).data.slice(0, 3));
+}"""
+
+
+def test_instance_panel_scrolls_to_highlights_and_colours_by_its_sort(lab, page):
+    panel = open_cells(page, lab, "instance_panel_scroll.ipynb", [
+        TABULAR.replace("max_instances=600", "max_instances=3000, height=260"),
+        "panel.highlight(np.flatnonzero(labels == 2)[:40])",
+        "acts = store.activations('fc')[:, 0]\npanel.highlight(None)\npanel.sort_by(acts, 'fc · neuron 0')\n"
+        "print('RESULT ' + json.dumps({'top': int(np.argmax(acts)), 'bottom': int(np.argmin(acts))}))",
+    ])
+    view = run_cell(panel, 0).locator(".activis-ip[data-rendered]")
+    view.and_(page.locator("[data-drawn='3000']")).wait_for()
+    scroller = view.locator(".av-ip-scroll")
+    assert scroller.evaluate("(s) => s.scrollHeight > 2 * s.clientHeight")  # three tall groups, a short panel
+    assert scroller.evaluate("(s) => s.scrollTop") == 0
+
+    # highlighting the last class's instances brings them into view
+    run_cell(panel, 1)
+    page.wait_for_function("(el) => Number(el.dataset.highlightedVisible) > 0", arg=view.element_handle())
+    assert scroller.evaluate("(s) => s.scrollTop") > 0
+    assert int(view.get_attribute("data-scrolled-to")) in set(range(2000, 3000))
+
+    # sorted by a neuron, the squares are filled by its activation (the palette's ramp, low to high)
+    extremes = read_result(run_cell(panel, 2))
+    view.and_(page.locator("[data-colour-by='values']")).wait_for()
+    assert "fc · neuron 0" in view.locator("[data-role='value-legend']").inner_text()
+    top = page.evaluate(FILL, [view.element_handle(), extremes["top"]])
+    bottom = page.evaluate(FILL, [view.element_handle(), extremes["bottom"]])
+    assert all(abs(a - b) <= 3 for a, b in zip(top, (0xfd, 0xe7, 0x25))), top  # viridis' end
+    assert all(abs(a - b) <= 3 for a, b in zip(bottom, (0x44, 0x01, 0x54))), bottom  # viridis' start

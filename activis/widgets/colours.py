@@ -70,5 +70,6 @@ def palette(n_classes: int = 0, *, custom_classes: list[str] | None = None, n_ru
         "severity": dict(SEVERITY),
         "missing": MISSING,
         "correctness": list(CORRECTNESS),
+        "sequential": list(VIRIDIS),  # values (a neuron's activation) from low to high
         "matrix": MATRIX_RAMPS,
     }

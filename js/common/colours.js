@@ -48,3 +48,17 @@ export function mix(rgb, bg, t) {
   const [r, g, b] = [0, 1, 2].map((i) => Math.round(rgb[i] * t + bg[i] * (1 - t)));
   return pack(r, g, b);
 }
+
+/**
+ * The colour at t in [0, 1] along a ramp of hex anchors (the palette's sequential ramp), as CSS.
+ * @param {string[] | undefined} anchors @param {number} t
+ */
+export function rampColour(anchors, t) {
+  if (!anchors || !anchors.length) return "#888";
+  const x = Math.max(0, Math.min(1, t)) * (anchors.length - 1);
+  const k = Math.min(anchors.length - 2, Math.floor(x));
+  if (k < 0) return anchors[0];
+  const a = cssRGBA(anchors[k]), b = cssRGBA(anchors[k + 1]), f = x - k;
+  const [r, g, bl] = [0, 1, 2].map((i) => Math.round(a[i] + (b[i] - a[i]) * f));
+  return `rgb(${r}, ${g}, ${bl})`;
+}

@@ -34,7 +34,7 @@ import { connectSelection } from "./selection.js";
  *   send(content: any): void, on(event: string, fn: Function): void, off(event: string, fn: Function): void,
  *   cid?: string, widget_manager?: any }} AnyModel
  * @typedef {{ classes: string[], runs: string[], severity: Record<string, string>, missing: string,
- *   correctness: string[], matrix: Record<string, {light: string[], dark: string[]}> }} Palette
+ *   correctness: string[], sequential: string[], matrix: Record<string, {light: string[], dark: string[]}> }} Palette
  */
 
 /**
