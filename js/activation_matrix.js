@@ -433,7 +433,8 @@ function setup(kit) {
     if (cellW >= 2) {
       ctx.setLineDash([2, 2]);
       ctx.strokeStyle = themeColor(el, "--av-warn", "#e65100");
-      for (const j of highlightedHere()) ctx.strokeRect(position[j] * cellW - sl + 0.5, 0.5, colW - 1, Math.min(H, R * rowH - st) - 1);
+      for (const j of highlightedHere()) ctx.strokeRect(position[j] * cellW - sl + 0.5, 0.5, colW - 1,
+        Math.min(H, R * rowH - st) - 1);
       ctx.setLineDash([]);
     }
     if (hover.row >= 0 && hover.col >= 0) {
@@ -461,7 +462,8 @@ function setup(kit) {
       if (step > 1) headerCtx.fillRect(x, HEADER_H - 4, 1, 4);
     }
     headerCtx.fillStyle = themeColor(el, "--av-warn", "#e65100");
-    for (const j of highlightedHere()) headerCtx.fillRect(position[j] * cellW - sl, HEADER_H - 3, Math.max(cellW, 2), 3);
+    for (const j of highlightedHere()) headerCtx.fillRect(position[j] * cellW - sl, HEADER_H - 3,
+      Math.max(cellW, 2), 3);
     const neuron = model.get("selected_neuron");
     if (neuron >= 0 && neuron < N) {
       const x = (position[neuron] + 0.5) * cellW - sl;
@@ -667,7 +669,8 @@ function setup(kit) {
     const layer = sel.get("layer");
     if (layer && layer !== model.get("layer") && (model.get("layers") || []).includes(layer)) save({ layer });
     const neurons = sel.indices("highlight_neurons");
-    const next = { layer: neurons ? sel.get("highlight_neurons_layer") : "", neurons: neurons ? Array.from(neurons) : [] };
+    const next = { layer: neurons ? sel.get("highlight_neurons_layer") : "",
+      neurons: neurons ? Array.from(neurons) : [] };
     if (next.layer !== highlight.layer || next.neurons.join() !== highlight.neurons.join()) {
       highlight = next;
       blit();

@@ -11,9 +11,11 @@ const CSS = `
 .activis-doctor-row { padding: 6px 8px; border-bottom: 1px solid var(--av-border-soft); cursor: pointer; }
 .activis-doctor-row:hover { background: var(--av-bg-alt); }
 .activis-doctor-row[data-selected="true"] { box-shadow: inset 3px 0 0 var(--av-accent); background: var(--av-bg-alt); }
-.activis-doctor-sev { display: inline-block; min-width: 58px; font-weight: 600; text-transform: uppercase; font-size: 11px; }
+.activis-doctor-sev { display: inline-block; min-width: 58px; font-weight: 600; text-transform: uppercase;
+  font-size: 11px; }
 .activis-doctor-title { font-weight: 600; }
-.activis-doctor-place { color: var(--av-fg-muted); margin-left: 6px; font-family: var(--av-code-font); font-size: 12px; }
+.activis-doctor-place { color: var(--av-fg-muted); margin-left: 6px; font-family: var(--av-code-font);
+  font-size: 12px; }
 .activis-doctor-line { margin: 2px 0 0 64px; }
 .activis-doctor-evidence { color: var(--av-fg-muted); font-family: var(--av-code-font); font-size: 12px; }
 .activis-doctor-change::before { content: "try: "; color: var(--av-fg-muted); }
@@ -29,7 +31,8 @@ const CSS = `
  */
 function row(f, selected, colour, onClick) {
   const head = h("div", {}, [
-    h("span", { className: "activis-doctor-sev", "data-severity": f.severity, text: f.severity, style: { color: colour } }),
+    h("span", { className: "activis-doctor-sev", "data-severity": f.severity, text: f.severity,
+      style: { color: colour } }),
     h("span", { className: "activis-doctor-title", text: f.title }),
     h("span", { className: "activis-doctor-place", text: f.place + (f.step >= 0 ? ` · from step ${f.step}` : "") }),
   ]);

@@ -291,7 +291,8 @@ function setup(kit) {
           ctx.globalAlpha = lit ? 1 : 0.18;
           ctx.fillStyle = colorOf(sample.pred[i]); // border = predicted class
           ctx.fillRect(x, y, size, size);
-          ctx.fillStyle = valueFill ? fillOf(valueFill.values[i]) : colorOf(sample.label[i]); // fill: true class or value
+          // fill: the true class, or the value sorted by
+          ctx.fillStyle = valueFill ? fillOf(valueFill.values[i]) : colorOf(sample.label[i]);
           ctx.fillRect(x + border, y + border, size - 2 * border, size - 2 * border);
           if (thumbs) {
             const inset = border + 2;

@@ -31,20 +31,25 @@ const CSS = `
   text-overflow: ellipsis; border-bottom: 1px solid var(--av-border-soft); padding-bottom: 2px;
   position: sticky; top: 0; background: var(--av-bg); z-index: 1; }
 .activis-why .av-why-row { display: contents; cursor: pointer; }
-.activis-why .av-why-label { font-size: 11px; white-space: nowrap; overflow: hidden; text-overflow: ellipsis; padding: 0 2px;
+.activis-why .av-why-label { font-size: 11px; white-space: nowrap; overflow: hidden; text-overflow: ellipsis;
+  padding: 0 2px;
   line-height: 16px; }
 .activis-why .av-why-row:hover > *, .activis-why .av-why-row[data-selected="true"] > * { background: var(--av-bg-alt); }
 .activis-why .av-why-row[data-selected="true"] .av-why-label { color: var(--av-accent); font-weight: 600; }
 .activis-why .av-why-cell { position: relative; height: 16px; }
-.activis-why .av-why-zero { position: absolute; left: 50%; top: 0; bottom: 0; width: 1px; background: var(--av-border); }
+.activis-why .av-why-zero { position: absolute; left: 50%; top: 0; bottom: 0; width: 1px;
+  background: var(--av-border); }
 .activis-why .av-why-bar { position: absolute; top: 3px; height: 10px; border-radius: 1px; }
-.activis-why .av-why-value { position: absolute; top: 0; font-size: 10px; line-height: 16px; color: var(--av-fg-muted); }
-.activis-why .av-why-legend { display: flex; flex-wrap: wrap; gap: 4px 10px; font-size: 11px; color: var(--av-fg-muted); }
+.activis-why .av-why-value { position: absolute; top: 0; font-size: 10px; line-height: 16px;
+  color: var(--av-fg-muted); }
+.activis-why .av-why-legend { display: flex; flex-wrap: wrap; gap: 4px 10px; font-size: 11px;
+  color: var(--av-fg-muted); }
 `;
 
 const MEASURES = [
   { key: "scores", name: "score", title: "score: departure × separation, the ranking" },
-  { key: "departures", name: "departure (σ)", title: "departure: standard deviations moved from the true class's mean toward the compared class's" },
+  { key: "departures", name: "departure (σ)",
+    title: "departure: standard deviations moved from the true class's mean toward the compared class's" },
   { key: "evidences", name: "evidence", title: "evidence: the neuron's term in log p(x | compared) − log p(x | true)" },
 ];
 
@@ -151,8 +156,10 @@ export default defineView({
       const values = columns.map((c) => /** @type {import("./common/arrays.js").Decoded} */ (c).data);
       const kind = facts.neuron_kind || "unit";
       const heads = [h("div", { className: "av-why-head", role: "columnheader", text: kind })];
-      for (const m of MEASURES) heads.push(h("div", { className: "av-why-head", role: "columnheader", text: m.name, title: m.title }));
-      const extents = values.map((v) => Array.prototype.reduce.call(v, (a, x) => (x === x ? Math.max(a, Math.abs(x)) : a), 0));
+      for (const m of MEASURES) heads.push(h("div", { className: "av-why-head", role: "columnheader",
+        text: m.name, title: m.title }));
+      const peak = (v) => Array.prototype.reduce.call(v, (a, x) => (x === x ? Math.max(a, Math.abs(x)) : a), 0);
+      const extents = values.map(peak);
       const rows = [];
       for (let i = 0; i < ids.data.length; i++) {
         const neuron = ids.data[i];

@@ -45,7 +45,8 @@ export function frame(width, height, [x0, x1], [y0, y1], xLabel = "", yLabel = "
     root.appendChild(t);
   }
   if (yLabel) {
-    const t = svg("text", { x: 10, y: (T + B) / 2, "text-anchor": "middle", transform: `rotate(-90 10 ${(T + B) / 2})` });
+    const t = svg("text", { x: 10, y: (T + B) / 2, "text-anchor": "middle",
+      transform: `rotate(-90 10 ${(T + B) / 2})` });
     t.textContent = yLabel;
     root.appendChild(t);
   }
@@ -69,7 +70,11 @@ export function line(f, xs, ys, from, to, attrs) {
   return path;
 }
 
-/** Horizontal drags on `target` in data units: onMove(lo, hi, start) while dragging, onEnd(lo, hi, moved). */
+/**
+ * Horizontal drags on `target` in data units: onMove(lo, hi, start) while dragging, onEnd(lo, hi, moved).
+ * @param {HTMLElement} target @param {any} f
+ * @param {{ onStart?: (v: number, e: PointerEvent) => boolean, onMove: Function, onEnd: Function }} handlers
+ */
 export function horizontalDrag(target, f, { onStart = () => true, onMove, onEnd }) {
   let start = null;
   const at = (e) => {

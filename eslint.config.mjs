@@ -6,7 +6,7 @@ export default [
   { ignores: ["activis/static/**", "node_modules/**", "**/.venv/**"] },
   js.configs.recommended,
   {
-    files: ["js/**/*.js", "js/**/*.mjs", "eslint.config.js"],
+    files: ["js/**/*.js", "js/**/*.mjs", "eslint.config.mjs"],
     languageOptions: { ecmaVersion: 2022, sourceType: "module", globals: { ...globals.browser, ...globals.node } },
     rules: {
       "max-len": ["error", { code: 120, ignoreUrls: true }],
