@@ -16,9 +16,11 @@ const CSS = `
 .activis-slices .activis-slices-list { overflow-y: auto; border-top: 1px solid var(--av-border-soft); }
 .activis-slices .activis-slice-row { display: flex; gap: 8px; align-items: center; padding: 3px 4px;
   border-bottom: 1px solid var(--av-border-soft); }
-.activis-slices .activis-slice-description { flex: 1; font-family: var(--av-code-font); font-size: 11px; overflow-wrap: anywhere; }
+.activis-slices .activis-slice-description { flex: 1; font-family: var(--av-code-font); font-size: 11px;
+  overflow-wrap: anywhere; }
 .activis-slices .activis-slice-numbers { color: var(--av-fg-muted); font-size: 11px; white-space: nowrap; }
-.activis-slices .activis-slice-kind { font-size: 10px; color: var(--av-fg-muted); border: 1px solid var(--av-border-soft);
+.activis-slices .activis-slice-kind { font-size: 10px; color: var(--av-fg-muted);
+  border: 1px solid var(--av-border-soft);
   border-radius: 3px; padding: 0 3px; }
 .activis-slices .activis-slices-note { color: var(--av-fg-muted); font-size: 11px; min-height: 1.2em; }
 `;
@@ -35,9 +37,11 @@ export default defineView({
     const { model, el } = kit;
     const runBtn = h("button", { text: "Find slices", class: "activis-slices-run" });
     const stopBtn = h("button", { text: "Stop", class: "activis-slices-stop" });
-    const scope = h("span", { className: "activis-slices-scope", style: { color: "var(--av-fg-muted)", fontSize: "11px" } });
+    const scope = h("span", { className: "activis-slices-scope", style: { color: "var(--av-fg-muted)",
+      fontSize: "11px" } });
     const fill = h("div", { className: "activis-slices-fill" });
-    const bar = h("div", { className: "activis-slices-bar", role: "progressbar", "aria-valuemin": "0", "aria-valuemax": "100" }, [fill]);
+    const bar = h("div", { className: "activis-slices-bar", role: "progressbar", "aria-valuemin": "0",
+      "aria-valuemax": "100" }, [fill]);
     const summary = h("div", { className: "activis-slices-summary", style: { fontSize: "12px", minHeight: "1.2em" } });
     const note = h("div", { className: "activis-slices-note" });
     const list = h("div", { className: "activis-slices-list" });
@@ -78,7 +82,8 @@ export default defineView({
         const row = h("div", { className: "activis-slice-row", "data-index": String(index), "data-name": item.name,
           "data-size": String(item.size) }, [
           h("span", { text: String(index + 1), style: { color: "var(--av-fg-muted)", minWidth: "1.5em" } }),
-          h("span", { text: item.kind === "activations" ? "activations" : "metadata", className: "activis-slice-kind" }),
+          h("span", { text: item.kind === "activations" ? "activations" : "metadata",
+            className: "activis-slice-kind" }),
           h("span", { text: item.description, className: "activis-slice-description" }),
           h("span", { text: numbers, className: "activis-slice-numbers" }),
           adopt,
