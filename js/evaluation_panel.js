@@ -54,14 +54,16 @@ function setup(kit) {
   const info = h("span", { className: "av-info" });
   const errorBox = h("span", { className: "av-error" });
   const toolbar = h("div", { className: "activis-toolbar" }, [h("strong", { text: "Evaluation" }),
-    h("span", { text: "focus class" }), focusPick, h("span", { text: "threshold" }), thresholdBox, clear, info, errorBox]);
+    h("span", { text: "focus class" }), focusPick, h("span", { text: "threshold" }), thresholdBox, clear, info,
+      errorBox]);
   const cards = {};
   for (const [key, title] of [["roc", "ROC"], ["pr", "Precision–recall"], ["dist", "Score distributions"],
     ["calibration", "Calibration"], ["confusion", "Confusion"], ["metrics", "Metrics"]]) {
     const sub = h("span", { className: "av-sub" });
     const body = h("div", { className: "av-body" });
     const legend = h("div", { className: "activis-legend av-legend" });
-    cards[key] = { root: h("div", { className: "av-card", "data-chart": key }, [h("h4", { text: title }, [sub]), body, legend]),
+    cards[key] = { root: h("div", { className: "av-card", "data-chart": key }, [h("h4", { text: title }, [sub]),
+      body, legend]),
       sub, body, legend };
   }
   const grid = h("div", { className: "av-grid" }, Object.values(cards).map((c) => c.root));
@@ -114,10 +116,12 @@ function setup(kit) {
   }
 
   function focusPoint() {
-    let tp = counts[focus * K + focus], fp = 0;
+    const tp = counts[focus * K + focus];
+    let fp = 0;
     for (let a = 0; a < K; a++) if (a !== focus) fp += counts[a * K + focus];
     const neg = n - positives;
-    return { fpr: neg ? fp / neg : NaN, tpr: positives ? tp / positives : NaN, precision: tp + fp ? tp / (tp + fp) : 1 };
+    return { fpr: neg ? fp / neg : NaN, tpr: positives ? tp / positives : NaN,
+      precision: tp + fp ? tp / (tp + fp) : 1 };
   }
 
   // ------------------------------------------------------------------ charts
@@ -137,19 +141,22 @@ function setup(kit) {
   function curves(key, data, offsets, xLabel, yLabel, compared) {
     const card = cards[key];
     const f = frame(W, chartH, [0, 1], [0, 1], xLabel, yLabel);
-    if (key === "roc") f.plot.appendChild(svg("line", { x1: f.x(0), y1: f.y(0), x2: f.x(1), y2: f.y(1), class: "av-axis", "stroke-dasharray": "3 3" }));
+    if (key === "roc") f.plot.appendChild(svg("line", { x1: f.x(0), y1: f.y(0), x2: f.x(1), y2: f.y(1),
+      class: "av-axis", "stroke-dasharray": "3 3" }));
     let drawn = 0;
     const xs = data ? data.subarray(0, data.length / 2) : null, ys = data ? data.subarray(data.length / 2) : null;
     const order = [...Array(K).keys()].filter((k) => k !== focus).concat([focus]);
     if (xs) {
       for (const k of order) {
         if (offsets[k + 1] - offsets[k] < 2) continue;
-        line(f, xs, ys, offsets[k], offsets[k + 1], { stroke: colors()[k] || "#888", "stroke-width": k === focus ? 2.2 : 1,
+        line(f, xs, ys, offsets[k], offsets[k + 1], { stroke: colors()[k] || "#888",
+          "stroke-width": k === focus ? 2.2 : 1,
           "stroke-opacity": k === focus ? 1 : 0.45, "data-class": String(k) });
         drawn++;
       }
       if (K > 2 && offsets[K + 1] - offsets[K] > 1) {
-        line(f, xs, ys, offsets[K], offsets[K + 1], { stroke: kit.colour("--av-fg-muted", "#666"), "stroke-dasharray": "4 3", "data-class": "micro" });
+        line(f, xs, ys, offsets[K], offsets[K + 1], { stroke: kit.colour("--av-fg-muted", "#666"),
+          "stroke-dasharray": "4 3", "data-class": "micro" });
         drawn++;
       }
     }
@@ -159,13 +166,16 @@ function setup(kit) {
         "stroke-width": 1.6, "stroke-dasharray": "6 3", "data-class": "compared" });
       drawn++;
     }
-    marks[key] = { f, dot: svg("circle", { r: 4, fill: "none", stroke: kit.colour("--av-warn", "#e65100"), "stroke-width": 2 }) };
+    marks[key] = { f, dot: svg("circle", { r: 4, fill: "none", stroke: kit.colour("--av-warn", "#e65100"),
+      "stroke-width": 2 }) };
     f.plot.appendChild(marks[key].dot);
     card.body.replaceChildren(f.root);
     card.root.dataset.curves = String(drawn);
-    const chips = K <= 2 ? [] : [...Array(K).keys()].map((k) => chip(names()[k], colors()[k], k === focus, () => setFocus(k)));
+    const chips = K <= 2 ? [] : [...Array(K).keys()].map((k) => chip(names()[k], colors()[k], k === focus,
+      () => setFocus(k)));
     if (K > 2) chips.push(chip("micro", kit.colour("--av-fg-muted", "#666"), false, null));
-    if (compared && compared.length > 3) chips.push(chip(model.get("compared_label"), kit.colour("--av-accent", "#1976d2"), false, null));
+    if (compared && compared.length > 3) chips.push(chip(model.get("compared_label"), kit.colour("--av-accent",
+      "#1976d2"), false, null));
     card.legend.replaceChildren(...chips);
   }
 
@@ -189,20 +199,25 @@ function setup(kit) {
       edges[2 * b] = lo + b / scale; edges[2 * b + 1] = lo + (b + 1) / scale;
       hp[2 * b] = hp[2 * b + 1] = pos[b]; hn[2 * b] = hn[2 * b + 1] = neg[b];
     }
-    line(f, edges, hn, 0, 2 * BINS, { stroke: kit.colour("--av-fg-muted", "#666"), "stroke-width": 1.4, "data-series": "negatives" });
-    line(f, edges, hp, 0, 2 * BINS, { stroke: colors()[focus] || "#4e79a7", "stroke-width": 1.8, "data-series": "positives" });
+    line(f, edges, hn, 0, 2 * BINS, { stroke: kit.colour("--av-fg-muted", "#666"), "stroke-width": 1.4,
+      "data-series": "negatives" });
+    line(f, edges, hp, 0, 2 * BINS, { stroke: colors()[focus] || "#4e79a7", "stroke-width": 1.8,
+      "data-series": "positives" });
     const picked = comparedRows();
     if (picked) { // a selection made in another view: its scores, as a share of it
       const sel = new Float64Array(BINS);
-      for (const i of picked) sel[Math.min(BINS - 1, Math.max(0, Math.floor((score[i] - lo) * scale)))] += 1 / picked.length;
+      for (const i of picked) sel[Math.min(BINS - 1, Math.max(0,
+        Math.floor((score[i] - lo) * scale)))] += 1 / picked.length;
       const hs = new Float64Array(2 * BINS);
       for (let b = 0; b < BINS; b++) hs[2 * b] = hs[2 * b + 1] = Math.min(sel[b], top * 1.05);
       line(f, edges, hs, 0, 2 * BINS, { stroke: kit.colour("--av-accent", "#1976d2"), "stroke-width": 1.4,
         "stroke-dasharray": "4 2", "data-series": "compared" });
     }
-    const brush = svg("rect", { class: "av-brush", y: f.top, height: f.bottom - f.top, width: 0, visibility: "hidden", "data-role": "brush" });
+    const brush = svg("rect", { class: "av-brush", y: f.top, height: f.bottom - f.top, width: 0,
+      visibility: "hidden", "data-role": "brush" });
     const rule = svg("line", { class: "av-threshold", y1: f.top, y2: f.bottom, "data-role": "threshold" });
-    const hit = svg("rect", { x: f.left, y: f.top, width: f.right - f.left, height: f.bottom - f.top, fill: "transparent", "data-role": "drag" });
+    const hit = svg("rect", { x: f.left, y: f.top, width: f.right - f.left, height: f.bottom - f.top,
+      fill: "transparent", "data-role": "drag" });
     f.root.append(brush, hit, rule);
     card.body.replaceChildren(f.root);
     marks.dist = { f, rule, brush };
@@ -225,9 +240,11 @@ function setup(kit) {
         mode = null;
       },
     });
-    card.legend.replaceChildren(chip(`${names()[focus] ?? ""} (${positives.toLocaleString()})`, colors()[focus], false, null),
+    card.legend.replaceChildren(chip(`${names()[focus] ?? ""} (${positives.toLocaleString()})`, colors()[focus],
+      false, null),
       chip(`others (${(n - positives).toLocaleString()})`, kit.colour("--av-fg-muted", "#666"), false, null),
-      ...(picked ? [chip(`selection (${picked.length.toLocaleString()})`, kit.colour("--av-accent", "#1976d2"), false, null)] : []));
+      ...(picked ? [chip(`selection (${picked.length.toLocaleString()})`, kit.colour("--av-accent", "#1976d2"),
+        false, null)] : []));
     card.root.dataset.compared = String(picked ? picked.length : 0);
   }
 
@@ -244,7 +261,8 @@ function setup(kit) {
   function drawCalibration() {
     const card = cards.calibration;
     const f = frame(W, chartH, [0, 1], [0, 1], "confidence", "accuracy");
-    f.plot.appendChild(svg("line", { x1: f.x(0), y1: f.y(0), x2: f.x(1), y2: f.y(1), class: "av-axis", "stroke-dasharray": "3 3" }));
+    f.plot.appendChild(svg("line", { x1: f.x(0), y1: f.y(0), x2: f.x(1), y2: f.y(1), class: "av-axis",
+      "stroke-dasharray": "3 3" }));
     const rel = kit.array("reliability");
     let points = 0;
     if (rel && rel.shape[0]) {
@@ -254,10 +272,12 @@ function setup(kit) {
       for (let i = 0; i < m; i++) { xs[i] = d[3 * i]; ys[i] = d[3 * i + 1]; most = Math.max(most, d[3 * i + 2]); }
       for (let i = 0; i < m; i++) { // bin counts as faint bars along the bottom
         const hgt = (d[3 * i + 2] / most) * (f.bottom - f.top) * 0.25;
-        f.plot.appendChild(svg("rect", { x: f.x(xs[i]) - 2, y: f.bottom - hgt, width: 4, height: hgt, fill: kit.colour("--av-fg-muted", "#888"), "fill-opacity": 0.35 }));
+        f.plot.appendChild(svg("rect", { x: f.x(xs[i]) - 2, y: f.bottom - hgt, width: 4, height: hgt,
+          fill: kit.colour("--av-fg-muted", "#888"), "fill-opacity": 0.35 }));
       }
       line(f, xs, ys, 0, m, { stroke: kit.colour("--av-accent", "#1976d2"), "stroke-width": 1.6 });
-      for (let i = 0; i < m; i++) f.plot.appendChild(svg("circle", { cx: f.x(xs[i]), cy: f.y(ys[i]), r: 2.5, fill: kit.colour("--av-accent", "#1976d2") }));
+      for (let i = 0; i < m; i++) f.plot.appendChild(svg("circle", { cx: f.x(xs[i]), cy: f.y(ys[i]), r: 2.5,
+        fill: kit.colour("--av-accent", "#1976d2") }));
       points = m;
     }
     card.root.dataset.points = String(points);
@@ -280,9 +300,11 @@ function setup(kit) {
     const nodes = [];
     if (lab) {
       for (let k = 0; k < K; k++) {
-        nodes.push(h("div", { className: "av-cm-label", "data-axis": "true", text: names()[k], title: `true ${names()[k]}`,
+        nodes.push(h("div", { className: "av-cm-label", "data-axis": "true", text: names()[k],
+          title: `true ${names()[k]}`,
           style: { left: "0px", width: `${lab - 3}px`, top: `${k * cell + cell / 2 - 6}px`, textAlign: "right" } }));
-        nodes.push(h("div", { className: "av-cm-label", "data-axis": "predicted", text: names()[k], title: `predicted ${names()[k]}`,
+        nodes.push(h("div", { className: "av-cm-label", "data-axis": "predicted", text: names()[k],
+          title: `predicted ${names()[k]}`,
           style: { left: `${lab + k * cell}px`, width: `${cell}px`, top: `${side + 2}px`, textAlign: "center" } }));
       }
     }
@@ -324,7 +346,9 @@ function setup(kit) {
     const sel = model.get("selected_cell") || [];
     if (sel.length === 2 && sel[0] === a && sel[1] === b) { clearSelection(); return; }
     const picked = [];
-    for (let i = 0; i < n; i++) if (label[i] === a && (score[i] >= threshold ? focus : other[i]) === b) picked.push(index[i]);
+    for (let i = 0; i < n; i++) {
+      if (label[i] === a && (score[i] >= threshold ? focus : other[i]) === b) picked.push(index[i]);
+    }
     writeBrush(Int32Array.from(picked), { selected_cell: [a, b], selected_range: [] });
   });
   kit.listen(cm.canvas, "mousemove", (e) => {
@@ -350,13 +374,15 @@ function setup(kit) {
     if (cLabel) head.push(`${cLabel} (${model.get("compared_n")})`);
     const rows = [];
     const addRow = (name, all, cmp, attrs = {}) => rows.push(h("tr", attrs,
-      [h("td", { text: name }), h("td", { text: formatNumber(all) }), ...(cLabel ? [h("td", { text: formatNumber(cmp) })] : [])]));
+      [h("td", { text: name }), h("td", { text: formatNumber(all) }), ...(cLabel ? [h("td",
+        { text: formatNumber(cmp) })] : [])]));
     const ci = compared ? names_.indexOf("accuracy") : -1;
     addRow("instances", n, model.get("compared_n"));
     addRow("accuracy", s.accuracy, ci >= 0 ? compared[ci] : NaN, { "data-metric": "accuracy" });
     const cmpClass = kit.array("compared_class_metrics");
     const metricNames = model.get("class_metric_names") || [];
-    const cm_ = (k, name) => (cmpClass && metricNames.includes(name) ? cmpClass.data[k * metricNames.length + metricNames.indexOf(name)] : NaN);
+    const cm_ = (k, name) => (cmpClass && metricNames.includes(name)
+      ? cmpClass.data[k * metricNames.length + metricNames.indexOf(name)] : NaN);
     addRow(`precision (${names()[focus]})`, s.prec[focus], cm_(focus, "precision"), { "data-metric": "precision" });
     addRow(`recall (${names()[focus]})`, s.rec[focus], cm_(focus, "recall"), { "data-metric": "recall" });
     addRow(`F1 (${names()[focus]})`, s.f1[focus], cm_(focus, "f1"), { "data-metric": "f1" });
@@ -366,7 +392,8 @@ function setup(kit) {
     addRow("F1 (macro)", f1Macro, compared ? compared[names_.indexOf("f1_macro")] : NaN, { "data-metric": "f1_macro" });
     for (let i = 0; i < names_.length; i++) {
       if (names_[i] === "accuracy" || names_[i] === "f1_macro") continue;
-      addRow(SUMMARY_LABELS[names_[i]] || names_[i], summary[i], compared ? compared[i] : NaN, { "data-metric": names_[i] });
+      addRow(SUMMARY_LABELS[names_[i]] || names_[i], summary[i], compared ? compared[i] : NaN,
+        { "data-metric": names_[i] });
     }
     const classHead = h("tr", {}, ["class", "P", "R", "F1", "AUC", "AP", "Δ200"].map((t) => h("th", {
       text: t, title: t === "Δ200" ? "how far a 200-bucket (TensorFlow-style) AUC would be off" : "" })));
@@ -376,7 +403,8 @@ function setup(kit) {
     for (let k = 0; k < K; k++) {
       const v = (name) => (all ? all.data[k * metricNames.length + col(name)] : NaN);
       const tr = h("tr", { className: k === focus ? "av-focus" : "", "data-class": String(k) },
-        [h("td", { text: names()[k], title: names()[k] }), ...[s.prec[k], s.rec[k], s.f1[k], v("auc"), v("average_precision"), v("bucket_auc_error")]
+        [h("td", { text: names()[k], title: names()[k] }), ...[s.prec[k], s.rec[k], s.f1[k], v("auc"),
+          v("average_precision"), v("bucket_auc_error")]
           .map((x) => h("td", { text: formatNumber(x) }))]);
       tr.addEventListener("click", () => setFocus(k));
       classRows.push(tr);
@@ -446,7 +474,8 @@ function setup(kit) {
 
   /** Rows of the selection made elsewhere (another view's brush, else the active subset), or null. */
   function comparedRows() {
-    const ids = shared ? shared.clause("brush") || (shared.get("subset") ? shared.indices("subset_indices") : null) : null;
+    const subset = shared && shared.get("subset") ? shared.indices("subset_indices") : null;
+    const ids = shared ? shared.clause("brush") || subset : null;
     if (!ids) return null;
     const wanted = new Set(ids);
     const rows = [];
@@ -478,7 +507,8 @@ function setup(kit) {
     chartH = Math.max(120, Math.floor((model.get("height") - 40) / 2) - 52);
     readInstances();
     drawPicker();
-    curves("roc", arr("roc"), arr("roc_offsets") || new Int32Array(K + 2), "false positive rate", "true positive rate", arr("compared_roc"));
+    curves("roc", arr("roc"), arr("roc_offsets") || new Int32Array(K + 2), "false positive rate",
+      "true positive rate", arr("compared_roc"));
     curves("pr", arr("pr"), arr("pr_offsets") || new Int32Array(K + 2), "recall", "precision", null);
     drawDistributions();
     drawCalibration();
@@ -501,8 +531,8 @@ function setup(kit) {
     if (Number.isFinite(v)) moveThreshold(v, true);
   });
   kit.listen(clear, "click", clearSelection);
-  kit.on("index score other label roc pr reliability focus class_names colours summary class_metrics compared_summary " +
-    "compared_roc compared_label height error", redraw);
+  kit.on("index score other label roc pr reliability focus class_names colours summary class_metrics " +
+    "compared_summary compared_roc compared_label height error", redraw);
   kit.on("threshold", () => { if (model.get("threshold") !== threshold) applyThreshold(model.get("threshold")); });
   kit.on("selected_cell", drawConfusionCells);
   kit.onResize(grid, drawAll);

@@ -12,13 +12,15 @@ const CSS = `
 .activis-runs { overflow-y: auto; }
 .activis-runs .av-grid { display: grid; grid-template-columns: repeat(3, minmax(0, 1fr)); gap: 6px; }
 .activis-runs .av-card { border: 1px solid var(--av-border-soft); border-radius: 4px; padding: 2px 4px; min-width: 0; }
-.activis-runs .av-card h4 { margin: 0; font-size: 12px; font-weight: 600; overflow: hidden; text-overflow: ellipsis; white-space: nowrap; }
+.activis-runs .av-card h4 { margin: 0; font-size: 12px; font-weight: 600; overflow: hidden;
+  text-overflow: ellipsis; white-space: nowrap; }
 .activis-runs svg text { fill: var(--av-fg-muted); font-size: 10px; }
 .activis-runs .av-axis { stroke: var(--av-border); }
 .activis-runs .av-brush { fill: var(--av-accent); fill-opacity: 0.15; stroke: var(--av-accent); }
 .activis-runs .av-parting { stroke: var(--av-warn); stroke-dasharray: 4 3; }
 .activis-runs table { border-collapse: collapse; font-size: 11px; margin: 6px 0; }
-.activis-runs td, .activis-runs th { padding: 1px 6px; border-bottom: 1px solid var(--av-border-soft); text-align: left; white-space: nowrap; }
+.activis-runs td, .activis-runs th { padding: 1px 6px; border-bottom: 1px solid var(--av-border-soft);
+  text-align: left; white-space: nowrap; }
 .activis-runs th.av-differs, .activis-runs td.av-differs { color: var(--av-accent); font-weight: 600; }
 .activis-runs .av-chip { margin-right: 8px; }
 `;
@@ -76,7 +78,8 @@ function setup(kit) {
         line(f, stepsF, ys, 0, T, { stroke: colors[r] || "#888", "stroke-width": 1.5, "data-run": String(r) });
         for (let t = 0; jumps && t < T; t++) { // a sudden jump: far outside the spread of the changes before it
           if (!jumps.data[at + t] || stepsF[t] < x0 || stepsF[t] > x1) continue;
-          const mark = svg("circle", { cx: f.x(stepsF[t]), cy: f.y(ys[t]), r: 4, fill: "none", stroke: kit.colour("--av-warn", "#e65100"),
+          const mark = svg("circle", { cx: f.x(stepsF[t]), cy: f.y(ys[t]), r: 4, fill: "none",
+            stroke: kit.colour("--av-warn", "#e65100"),
             "stroke-width": 1.5, "data-jump": String(runs[r]) });
           const title = svg("title");
           title.textContent = `${runs[r]}: sudden jump at step ${stepsF[t]}`;
@@ -87,15 +90,18 @@ function setup(kit) {
       }
       for (const p of model.get("partings") || []) {
         if (p.step < x0 || p.step > x1) continue;
-        const rule = svg("line", { class: "av-parting", x1: f.x(p.step), x2: f.x(p.step), y1: f.top, y2: f.bottom, "data-step": String(p.step) });
+        const rule = svg("line", { class: "av-parting", x1: f.x(p.step), x2: f.x(p.step), y1: f.top,
+          y2: f.bottom, "data-step": String(p.step) });
         const title = svg("title");
         title.textContent = `${p.a} and ${p.b} part at step ${p.step}`;
         rule.appendChild(title);
         f.plot.appendChild(rule);
       }
-      const brush = svg("rect", { class: "av-brush", y: f.top, height: f.bottom - f.top, width: 0, visibility: "hidden" });
+      const brush = svg("rect", { class: "av-brush", y: f.top, height: f.bottom - f.top, width: 0,
+        visibility: "hidden" });
       f.root.appendChild(brush);
-      f.root.appendChild(svg("rect", { x: f.left, y: f.top, width: f.right - f.left, height: f.bottom - f.top, fill: "transparent", "data-role": "brush" }));
+      f.root.appendChild(svg("rect", { x: f.left, y: f.top, width: f.right - f.left, height: f.bottom - f.top,
+        fill: "transparent", "data-role": "brush" }));
       horizontalDrag(f.root, f, {
         onMove: (a, b) => {
           brush.setAttribute("x", f.x(a)); brush.setAttribute("width", Math.max(0, f.x(b) - f.x(a)));
@@ -109,7 +115,8 @@ function setup(kit) {
         },
       });
       f.root.addEventListener("dblclick", resetRange);
-      const card = h("div", { className: "av-card", "data-series": name, "data-points": String(points), "data-jumps": String(flagged) },
+      const card = h("div", { className: "av-card", "data-series": name, "data-points": String(points),
+        "data-jumps": String(flagged) },
         [h("h4", { text: name, title: name }), f.root]);
       cards.push(card);
     });
@@ -141,8 +148,8 @@ function setup(kit) {
   const draw = () => { drawCharts(); drawTables(); el.dataset.ready = "1"; };
   const redraw = kit.frame(draw);
   kit.listen(reset, "click", resetRange);
-  kit.on("run_names colours series_names steps values jumps partings config_rows config_columns step_range range_means height",
-    redraw);
+  kit.on("run_names colours series_names steps values jumps partings config_rows config_columns step_range " +
+    "range_means height", redraw);
   kit.onResize(grid, redraw);
   kit.onTheme(redraw);
   el.style.maxHeight = `${model.get("height")}px`;
