@@ -76,7 +76,7 @@ def digits_store(path="digits.activis", *, retrain: bool = False):
 
     import torch
 
-    from .capture import capture
+    from .capturing import capture
     from .store import StoreError, open_store
 
     model, images, labels, class_names, metadata = train_digits_cnn()

@@ -35,7 +35,7 @@ import torch
 from torch import nn
 
 import activis
-from activis.capture import capture
+from activis.capturing import capture
 
 BATCH = 256
 

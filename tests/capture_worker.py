@@ -19,7 +19,7 @@ import torch
 from torch import nn
 from torch.utils.data import Dataset
 
-from activis.capture import CaptureInterrupted, capture
+from activis.capturing import CaptureInterrupted, capture
 
 
 def model() -> nn.Module:

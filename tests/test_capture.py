@@ -21,7 +21,7 @@ from torch import nn
 from torch.utils.data import DataLoader, Dataset, IterableDataset, TensorDataset
 
 import model_zoo as zoo
-from activis.capture import CaptureError, CaptureInterrupted, NonFiniteWarning, capture
+from activis.capturing import CaptureError, CaptureInterrupted, NonFiniteWarning, capture
 from activis.graph import GraphTraceWarning, UnknownLayerError
 from activis.store import open_store
 
@@ -524,7 +524,7 @@ def test_a_full_disk_stops_the_capture_with_a_clear_error_and_keeps_what_was_com
             raise OSError(errno.ENOSPC, "No space left on device")
         return real_pwrite(fd, data, offset)
 
-    monkeypatch.setattr("activis.capture.BLOCK_BYTES", 1)  # one batch per commit, to count them
+    monkeypatch.setattr("activis.capturing.pipeline.BLOCK_BYTES", 1)  # one batch per commit, to count them
     monkeypatch.setattr(os, "pwrite", filling_up)
     model, x = zoo.mlp(), torch.randn(400, 20)
     with pytest.raises(StoreFullError, match=r"No space left while writing a batch.*keeps its \d+ committed"):

@@ -1,0 +1,259 @@
+"""Which values a capture taps, and how each becomes a row of neurons per instance.
+
+Capture works by graph node: the chosen nodes get a tap inserted right after them in a copy of
+the ``torch.fx`` graph (which also snapshots the value before any in-place operation further on
+can change it). Modules inside an fx leaf module, and every layer of a model fx could not trace,
+are tapped with forward hooks instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import nn
+
+from ..graph import ComputationGraph
+from ..store import LayerSpec, check_finite
+from .options import CHANNEL_REDUCTIONS, CaptureError, _Options
+from .pipeline import _Slot
+
+
+@dataclass
+class _Point:
+    """Where a layer's value comes from: an fx node, or the n-th call of a module (hooks)."""
+
+    name: str
+    node: str | None  # graph node (for the store and the graph view)
+    fx: bool
+    module: str | None = None
+    call: int | None = None  # which call of the module per forward; None: the last
+    channels_first: bool = False  # a 3-D value (N, C, L) made by a 1-d convolution, norm or pool
+
+
+def _resolve(graph: ComputationGraph, name: str) -> _Point:
+    by_target = [n for n in graph.nodes if n.op == "call_module" and n.target == name]
+    if graph.method == "fx":
+        if name in graph and graph.node(name).op in ("call_module", "call_function", "call_method"):
+            return _Point(name, name, True, channels_first=_channels_first(graph, graph.node(name)))
+        if by_target:
+            return _Point(name, by_target[-1].name, True, channels_first=_channels_first(graph, by_target[-1]))
+        if name in graph.modules and name:
+            inner = [n for n in graph.nodes_of_module(name) if n.capturable]
+            if inner:
+                return _Point(name, inner[-1].name, True, channels_first=_channels_first(graph, inner[-1]))
+            if not graph.nodes_of_module(name):  # inside a module fx keeps whole: hook it
+                return _Point(name, None, False, module=name, channels_first=_is_1d(graph.modules[name].type))
+    else:
+        if name in graph and graph.node(name).op == "call_module":
+            node = graph.node(name)
+            calls = [n for n in graph.nodes if n.op == "call_module" and n.target == node.target]
+            return _Point(name, name, False, module=node.target, call=calls.index(node),
+                          channels_first=_channels_first(graph, node))
+        if name in graph.modules and name:
+            return _Point(name, by_target[-1].name if by_target else None, False, module=name,
+                          channels_first=_channels_first(graph, by_target[-1]) if by_target
+                          else _is_1d(graph.modules[name].type))
+    graph.resolve_layer(name)  # raises UnknownLayerError listing valid names and close matches
+    raise CaptureError(f"Layer {name!r} has no output that can be captured.")
+
+
+def _is_1d(module_type: str) -> bool:
+    return module_type.endswith("1d")
+
+
+def _channels_first(graph: ComputationGraph, node) -> bool:
+    """Whether a 1-d convolution, norm or pool made this value, looking back through operations
+    that keep its shape (a ReLU or a residual add after a Conv1d keeps the Conv1d's layout)."""
+    for _ in range(16):
+        if node.op == "call_module" and node.target in graph.modules and _is_1d(graph.modules[node.target].type):
+            return True
+        parent = graph.node(node.inputs[0]) if node.inputs and node.inputs[0] in graph else None
+        if parent is None or parent.shape != node.shape:
+            return False
+        node = parent
+    return False
+
+
+def _describe(value, depth=0) -> str:
+    if isinstance(value, torch.Tensor):
+        return f"tensor{tuple(value.shape)} {str(value.dtype).replace('torch.', '')}"
+    if isinstance(value, Mapping) and depth < 2:
+        return "dict{" + ", ".join(f"{k!r}: {_describe(v, depth + 1)}" for k, v in value.items()) + "}"
+    if isinstance(value, (tuple, list)) and depth < 2:
+        return f"{type(value).__name__}(" + ", ".join(f"[{i}] {_describe(v, depth + 1)}"
+                                                      for i, v in enumerate(value)) + ")"
+    return type(value).__name__
+
+
+def _select(value, element: list | None, what: str, option: str):
+    for key in element or []:
+        try:
+            if isinstance(value, Mapping):
+                value = value[key]
+            elif isinstance(value, (tuple, list)):
+                value = value[int(key)]
+            elif isinstance(key, str):
+                value = getattr(value, key)
+            else:
+                raise TypeError
+        except (KeyError, IndexError, AttributeError, TypeError, ValueError):
+            raise CaptureError(f"{what} has no element {key!r}: it is {_describe(value)}.") from None
+    if not isinstance(value, torch.Tensor):
+        raise CaptureError(f"{what} is {_describe(value)}, not one tensor; choose the element to keep with {option}.")
+    return value
+
+
+class _LayerPlan:
+    """How one layer's value becomes a row of neurons; its spec is fixed by the first value seen."""
+
+    def __init__(self, point: _Point, opts: _Options):
+        self.point = point
+        self.name = point.name
+        self.element = opts.select.get(point.name)
+        self.reduction = opts.reduce.get(point.name)
+        self.layout = opts.layout.get(point.name)
+        self.channel_reduction = opts.channel_reduction
+        self.sequence_reduction = opts.sequence_reduction
+        self.dtype = opts.dtype
+        self.spec: LayerSpec | None = None
+
+    def tensor(self, value) -> torch.Tensor:
+        if not isinstance(value, torch.Tensor) or self.element:
+            value = _select(value, self.element, f"Layer {self.name!r}", f"select={{{self.name!r}: ...}}")
+        if not value.is_floating_point():
+            raise CaptureError(f"Layer {self.name!r} outputs {_describe(value)}: only floating-point values are "
+                               "activations.")
+        return value
+
+    def derive(self, value: torch.Tensor, n: int) -> LayerSpec:
+        if value.dim() == 0 or value.shape[0] != n:
+            raise CaptureError(f"Layer {self.name!r} outputs {_describe(value)}: its first dimension is not the "
+                               f"batch ({n} instances). Choose another layer (an RNN needs batch_first=True).")
+        shape = [int(s) for s in value.shape[1:]]
+        if value.dim() <= 2:
+            kind, reduction = "unit", "none"
+            if self.reduction not in (None, "none"):
+                raise CaptureError(f"Layer {self.name!r} outputs one vector per instance; reduce={self.reduction!r} "
+                                   "does not apply to it.")
+        else:
+            layout = self.layout or ("channels" if value.dim() > 3 or self.point.channels_first else "sequence")
+            if layout == "channels":
+                kind, reduction = "channel", self.reduction or self.channel_reduction
+                if reduction not in CHANNEL_REDUCTIONS:
+                    raise CaptureError(f"Layer {self.name!r} is a feature map (N, C, ...): reduce it by "
+                                       f"{' or '.join(CHANNEL_REDUCTIONS)}, not {reduction!r}.")
+            else:
+                kind, reduction = "feature", self.reduction or self.sequence_reduction
+                if value.dim() != 3:
+                    raise CaptureError(f"Layer {self.name!r} of shape {tuple(value.shape)} is not a sequence "
+                                       "(N, T, F).")
+            if reduction == "none":
+                kind = "unit"
+        neurons = int(np.prod(shape if reduction == "none" else shape[:1] if kind == "channel" else shape[-1:],
+                              dtype=np.int64)) if shape else 1
+        self.spec = LayerSpec(neurons=neurons, dtype=self.dtype, neuron_kind=kind, reduction=reduction,
+                              shape=shape, node=self.point.node, element=self.element)
+        return self.spec
+
+    def rows(self, value: torch.Tensor) -> torch.Tensor:
+        """(n, neurons) view or reduction of one batch's value."""
+        spec = self.spec
+        n = value.shape[0]
+        if spec.reduction == "none" or spec.neuron_kind == "unit":
+            same = list(value.shape[1:]) == spec.shape
+        else:  # positions may vary between batches (image sizes, sequence lengths); neurons may not
+            same = value.dim() == len(spec.shape) + 1 and self._neurons_of(value) == spec.neurons
+        if not same:
+            raise CaptureError(f"Layer {self.name!r} changed shape from {spec.shape} to {list(value.shape[1:])} "
+                               "per instance between batches.")
+        if spec.reduction == "none" or value.dim() <= 2:
+            return value.reshape(n, -1)
+        if spec.neuron_kind == "channel":
+            # over the flattened positions: torch's sum and amax along one inner axis are 2-3x faster
+            # here than mean or amax over several axes
+            positions = value.flatten(2)
+            if spec.reduction == "max":
+                return positions.amax(dim=-1)
+            wide = torch.float32 if value.dtype in (torch.float16, torch.bfloat16) else None
+            return positions.sum(dim=-1, dtype=wide) / positions.shape[-1]
+        if spec.reduction == "mean":
+            return value.mean(dim=1)
+        if spec.reduction == "max":
+            return value.amax(dim=1)
+        return value[:, 0] if spec.reduction == "first" else value[:, -1]
+
+    def _neurons_of(self, value) -> int:
+        return int(value.shape[1] if self.spec.neuron_kind == "channel" else value.shape[-1])
+
+
+@dataclass
+class _Current:
+    """The slot the taps write into: one object that the taps and the session share."""
+
+    slot: _Slot | None = None
+
+
+class _Tap(nn.Module):
+    """Called with a layer's value right where the model computes it; copies it into the current slot."""
+
+    def __init__(self, plan: _LayerPlan, current: _Current):
+        super().__init__()
+        self.plan = plan
+        self.current = current
+
+    def forward(self, value):
+        plan, slot = self.plan, self.current.slot
+        value = plan.tensor(value)
+        if plan.spec is None:
+            plan.derive(value, slot.n)
+        rows = plan.rows(value)
+        stored = slot.target(plan.name, plan.spec.neurons, plan.dtype)
+        torch.from_numpy(stored).copy_(rows)
+        slot.note(plan.name, check_finite(stored, lambda: rows.detach().float().cpu().numpy()))
+
+
+def _fx_runner(graph: ComputationGraph, taps: list[tuple[str, _Tap]]) -> nn.Module:
+    """A copy of the traced graph with each (node name, tap) tap called right after its node."""
+    import torch.fx as fx
+
+    gm = graph.graph_module
+    new = fx.Graph()
+    values: dict = {}
+    result = new.graph_copy(gm.graph, values)
+    new.output(result)
+    modules: dict[str, object] = {}
+    by_name = {n.name: n for n in new.nodes}
+    for i, (node_name, tap) in enumerate(taps):
+        node = by_name[node_name]
+        target = f"_activis_tap_{i}"
+        modules[target] = tap
+        with new.inserting_after(node):
+            new.call_module(target, (node,))
+    for node in new.nodes:
+        if node.target in modules:
+            continue
+        if node.op == "call_module":
+            modules[node.target] = gm.get_submodule(node.target)
+        elif node.op == "get_attr":
+            owner, _, attr = node.target.rpartition(".")
+            modules[node.target] = getattr(gm.get_submodule(owner) if owner else gm, attr)
+    return fx.GraphModule(modules, new, class_name=f"{graph.model_type}Capture")
+
+
+def _hook(module: nn.Module, tap: _Tap, call: int | None):
+    """A forward hook that taps the ``call``-th call (or every call: the last one wins)."""
+    calls = [0]
+
+    def hook(_module, _inputs, output):
+        index = calls[0]
+        calls[0] += 1
+        if call is None or index == call:
+            tap(output)
+
+    handle = module.register_forward_hook(hook)
+    handle.calls = calls
+    return handle
+

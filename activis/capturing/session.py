@@ -1,0 +1,474 @@
+"""One call of `capture`: prepares the model and the store, runs the batches, reports."""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import pathlib
+import time
+import warnings
+from collections.abc import Mapping
+
+import numpy as np
+import pandas as pd
+import torch
+from torch import nn
+
+from ..graph import extract_graph
+from ..store import MANIFEST, ActivationStore, StoreWriter, finish_shards, open_store, shard_ranges
+from . import pipeline as staging
+from .group import _Group
+from .layers import _Current, _describe, _fx_runner, _hook, _LayerPlan, _resolve, _select, _Tap
+from .options import CaptureError, CaptureInterrupted, NonFiniteWarning, _Options
+from .pipeline import SLOTS, _Pipeline, _Slot
+from .sources import _as_tensor, _batch_len, _label_rows, _make_source, _split_batch
+
+AUTO_KEEP_INPUTS = 1024  # values per instance: a 32x32 image or a tabular row, not a photo
+PROBE_ROWS = 8
+
+
+class _Session:
+    """One call of `capture`: prepares the model and the store, runs the batches, reports."""
+
+    def __init__(self, model: nn.Module, data, path: pathlib.Path, opts: _Options, group: _Group):
+        self.model = model
+        self.data = data
+        self.path = path
+        self.opts = opts
+        self.group = group
+        self.hooks: list = []
+        self.restore = None
+        self.writer: StoreWriter | None = None
+
+    # ------------------------------------------------------------------ run
+    def run(self) -> ActivationStore:
+        group = self.group
+        first, others = group.rank == 0, group.rank != 0
+        try:
+            existing = group.step(self._check_existing)
+            if existing is not None and existing.manifest.get("finished"):
+                return existing
+            group.step(lambda: self._prepare(existing))
+            group.step(lambda: first and self._create_or_join())  # rank 0 lays the store out,
+            group.step(lambda: others and self._create_or_join())  # then the others join it
+            group.step(self._write_all)
+            group.step(self._finish_own)
+            if group.world_size > 1:
+                group.step(lambda: first and finish_shards(self.path))
+        finally:
+            if self.writer is not None:
+                self.writer.close()
+            self._restore_model()
+        store = open_store(self.path)
+        _warn_nonfinite(store)
+        return store
+
+    def _check_existing(self) -> ActivationStore | None:
+        if not (self.path / MANIFEST).exists():
+            return None
+        if self.opts.resume:
+            return open_store(self.path)
+        if not self.opts.overwrite:
+            raise FileExistsError(f"{self.path} already holds a store; pass resume=True to continue it or "
+                                  "overwrite=True to replace it.")
+        return None
+
+    # -------------------------------------------------------------- prepare
+    def _prepare(self, existing: ActivationStore | None) -> None:
+        opts = self.opts
+        self.existing = existing
+        self.source = _make_source(self.data, opts)
+        n = self.source.n
+        if self.group.world_size > 1 and n is None:
+            raise CaptureError("A distributed capture needs data of known length to split it between ranks.")
+        if n == 0:
+            raise CaptureError("The data holds no instances.")
+        self.batch_size = self._batch_size(existing)
+        self.lo, self.hi = (0, n) if self.group.world_size == 1 else shard_ranges(n, self.group.world_size)[
+            self.group.rank]
+        names = opts.class_names or self.source.classes
+        self.class_index = {str(c): i for i, c in enumerate(names)} if names is not None else None
+        self.labels = _label_rows(opts.labels, self.class_index) if opts.labels is not None else None
+        if self.labels is not None and n is not None and len(self.labels) != n:
+            raise CaptureError(f"{len(self.labels)} labels for {n} instances.")
+        self.metadata = None
+        if opts.metadata is not None and self.group.rank == 0 and existing is None:
+            self.metadata = pd.DataFrame(opts.metadata) if not isinstance(opts.metadata, pd.DataFrame) \
+                else opts.metadata
+            if n is not None and len(self.metadata) != n:
+                raise CaptureError(f"metadata has {len(self.metadata)} rows for {n} instances.")
+        self._prepare_model()
+        first = next(iter(self.source.batches(0, min(PROBE_ROWS, n) if n else PROBE_ROWS, PROBE_ROWS)), None)
+        if first is None:
+            raise CaptureError("The data holds no instances.")
+        x, _ = self._unpack(first)
+        example = self._to_device(x)
+        self.graph = extract_graph(self.model, self._positional(example))
+        self._build_taps(existing)
+        self._probe(example, x)
+
+    def _batch_size(self, existing: ActivationStore | None) -> int:
+        own = getattr(self.source, "batch_size", None)
+        stored = (existing.capture_info.get("batch_size") if existing is not None else None)
+        wanted = self.opts.batch_size or own or stored or 256
+        if stored is not None and wanted != stored:
+            raise CaptureError(f"The store was captured in batches of {stored}; resume with the same batch size "
+                               f"(not {wanted}) so that the rows come out identical.")
+        return wanted
+
+    def _prepare_model(self) -> None:
+        model = self.model
+        params = list(model.parameters()) + list(model.buffers())
+        current = params[0].device if params else torch.device("cpu")
+        if self.opts.device is not None and len({p.device for p in params}) > 1:
+            raise CaptureError("The model is spread over several devices; capture runs it where it is, so leave "
+                               "device= out (inputs go to the device of its first parameter).")
+        self.device = torch.device(self.opts.device) if self.opts.device is not None else current
+        modes = {m: m.training for m in model.modules()}
+        moved = any(p.device != self.device for p in params)
+        if moved:
+            model.to(self.device)
+        self.float_dtype = next((p.dtype for p in params if p.is_floating_point()), torch.float32)
+
+        def restore():
+            for module, training in modes.items():
+                module.training = training
+            if moved:
+                model.to(current)
+
+        self.restore = restore
+        model.eval()
+
+    def _restore_model(self) -> None:
+        for handle in self.hooks:
+            handle.remove()
+        self.hooks = []
+        if self.restore is not None:
+            self.restore()
+            self.restore = None
+
+    def _unpack(self, batch):
+        return _split_batch(batch, self.opts.input_key, self.opts.label_key)
+
+    def _to_device(self, x):
+        if isinstance(x, torch.Tensor):
+            x = x.to(self.device, non_blocking=True)
+            return x.to(self.float_dtype) if x.is_floating_point() and x.dtype != self.float_dtype else x
+        if isinstance(x, Mapping):
+            return {k: self._to_device(v) for k, v in x.items()}
+        if isinstance(x, (tuple, list)):
+            return type(x)(self._to_device(v) for v in x)
+        return self._to_device(_as_tensor(x))
+
+    def _positional(self, x) -> tuple:
+        """The model's positional arguments for one input (a dict is bound by parameter name)."""
+        if isinstance(x, Mapping):
+            try:
+                bound = inspect.signature(self.model.forward).bind(**x)
+            except TypeError as exc:
+                raise CaptureError(f"The batch's keys {list(x)} do not fit {type(self.model).__name__}.forward: "
+                                   f"{exc}. Name the input with input_key=.") from None
+            if bound.kwargs:
+                raise CaptureError(f"Inputs {list(bound.kwargs)} are keyword-only; pass input_key=.")
+            return tuple(bound.args)
+        return tuple(x) if isinstance(x, (tuple, list)) else (x,)
+
+    # ----------------------------------------------------------------- taps
+    def _build_taps(self, existing: ActivationStore | None) -> None:
+        graph = self.graph
+        names = self.opts.layers
+        if names is None:
+            names = existing.layers if existing is not None else graph.default_layers()
+            if not names:
+                raise CaptureError(f"{graph.model_type} has no layer that can be captured by default; name them "
+                                   f"with layers=[...] (valid: {', '.join(graph.layer_names())}).")
+        points = [_resolve(graph, name) for name in names]
+        for key, option in ((self.opts.select, "select"), (self.opts.reduce, "reduce"), (self.opts.layout, "layout")):
+            unknown = [k for k in key if k not in names]
+            if unknown:
+                raise CaptureError(f"{option} names {unknown}, which are not among the captured layers {names}.")
+        self.current = _Current()
+        self.plans = {p.name: _LayerPlan(p, self.opts) for p in points}
+        taps = {name: _Tap(plan, self.current) for name, plan in self.plans.items()}
+        fx_points = [p for p in points if p.fx]
+        self.runner = _fx_runner(graph, [(p.node, taps[p.name]) for p in fx_points]) if fx_points else self.model
+        for p in points:
+            if not p.fx:
+                self.hooks.append(_hook(self.model.get_submodule(p.module), taps[p.name], p.call))
+
+    def _forward(self, x, slot: _Slot):
+        """Run one batch (``slot.begin`` was called) with the taps writing into ``slot``."""
+        self.current.slot = slot
+        for handle in self.hooks:
+            handle.calls[0] = 0
+        out = self.runner(*self._positional(x))
+        missing = [name for name in self.plans if name not in slot.filled]
+        if missing:
+            raise CaptureError(f"Layers {missing} were not computed for this batch (the model's control flow "
+                               "skipped them); capture layers that always run.")
+        return out
+
+    def _logits(self, out) -> torch.Tensor:
+        element = self.opts.output_element
+        if element is None and not isinstance(out, torch.Tensor):
+            if isinstance(out, Mapping) and "logits" in out:
+                element = ["logits"]
+            elif hasattr(out, "logits"):
+                element = ["logits"]
+        logits = _select(out, element, "The model's output", "output_element=...")
+        if logits.dim() == 1:
+            logits = logits[:, None]
+        if logits.dim() != 2:
+            raise CaptureError(f"The model's output is {_describe(logits)}; capture needs one row of class scores "
+                               "per instance (choose it with output_element=).")
+        return logits
+
+    # ---------------------------------------------------------------- probe
+    def _probe(self, example, x_cpu) -> None:
+        """Run the first instances once: fixes the layer specs and checks the fx copy against the model."""
+        n = _batch_len(example)
+        slot = _Slot(n)
+        slot.begin(n)
+        with torch.inference_mode():
+            out = self._forward(example, slot)
+            logits = self._logits(out)
+            if self.runner is not self.model:
+                reference = self._logits(self.model(*self._positional(example)))
+                if not torch.allclose(logits.float(), reference.float(), rtol=1e-4, atol=1e-5, equal_nan=True):
+                    raise CaptureError(f"The torch.fx trace of {type(self.model).__name__} does not reproduce its "
+                                       "output (the trace fixed a branch the model takes differently); capture "
+                                       "module paths of a model that fx cannot trace, or make the branch traceable.")
+        self.n_outputs = int(logits.shape[1])
+        kind = self.opts.output_kind
+        self.output_kind = _detect_kind(logits.float().cpu().numpy()) if kind == "auto" else kind
+        self.specs = {name: plan.spec for name, plan in self.plans.items()}
+        classes = 2 if self.n_outputs == 1 else self.n_outputs
+        names = self.opts.class_names or self.source.classes
+        if names is not None and len(names) != classes:
+            raise CaptureError(f"{len(names)} class names for a model with {classes} classes.")
+        self.class_names = [str(c) for c in names] if names is not None else [str(i) for i in range(classes)]
+        if self.labels is not None and ((self.labels < -1) | (self.labels >= classes)).any():
+            bad = self.labels[(self.labels < -1) | (self.labels >= classes)][0]
+            raise CaptureError(f"Label {bad} is outside the model's {classes} classes (use -1 for unknown).")
+        keep = self.opts.keep_inputs
+        single = isinstance(x_cpu, torch.Tensor)
+        if keep is True and not single:
+            raise CaptureError("keep_inputs=True needs one input tensor per batch; this data has several.")
+        per_instance = int(np.prod(x_cpu.shape[1:], dtype=np.int64)) if single else 0
+        self.keep_inputs = single and (keep is True or (keep == "auto" and per_instance <= AUTO_KEEP_INPUTS))
+        self.input_shape = [int(s) for s in x_cpu.shape[1:]] if self.keep_inputs else None
+        self.input_dtype = _input_dtype(x_cpu.dtype) if self.keep_inputs else None
+        self.fingerprints = {"model": _model_fingerprint(self.model), "data": _data_fingerprint(x_cpu, self.source.n)}
+        if self.existing is not None:
+            self._check_resumable(self.existing)
+
+    def _check_resumable(self, store: ActivationStore) -> None:
+        info = store.capture_info
+        problems = []
+        if store.layers != list(self.specs):
+            problems.append(f"layers {store.layers} vs {list(self.specs)}")
+        else:
+            for name, spec in self.specs.items():
+                if store.layer_spec(name) != spec:
+                    problems.append(f"layer {name!r} was {store.layer_spec(name)}, now {spec}")
+        if store.n_expected != self.source.n:
+            problems.append(f"{store.n_expected} instances then, {self.source.n} now")
+        for what in ("model", "data"):
+            if info.get(f"{what}_fingerprint") not in (None, self.fingerprints[what]):
+                problems.append(f"the {what} differs from the one the store began with")
+        if store.manifest["n_outputs"] != self.n_outputs or store.output_kind != self.output_kind:
+            problems.append("the model's outputs differ")
+        if (store.input_shape or None) != self.input_shape:
+            problems.append(f"inputs kept as {store.input_shape}, now {self.input_shape}")
+        if problems:
+            raise CaptureError(f"Cannot resume {self.path}: " + "; ".join(problems) +
+                               ". Resume with the same model, data and options, or pass overwrite=True.")
+
+    # ---------------------------------------------------------------- write
+    def _create_or_join(self) -> None:
+        opts = self.opts
+        rank = self.group.rank if self.group.world_size > 1 else None
+        if self.existing is not None or rank not in (None, 0):
+            self.writer = StoreWriter.resume(self.path, rank=rank, durable=opts.durable)
+            return
+        info = {"batch_size": self.batch_size, "dtype": opts.dtype, "device": str(self.device),
+                "model_type": type(self.model).__name__, "graph_method": self.graph.method,
+                "model_fingerprint": self.fingerprints["model"], "data_fingerprint": self.fingerprints["data"],
+                "world_size": self.group.world_size}
+        self.writer = StoreWriter(self.path, layers=self.specs, n_outputs=self.n_outputs,
+                                  class_names=self.class_names, n_expected=self.source.n, metadata=self.metadata,
+                                  graph=self.graph, input_shape=self.input_shape, input_dtype=self.input_dtype,
+                                  output_kind=self.output_kind, world_size=self.group.world_size,
+                                  capture_info=info, overwrite=opts.overwrite, durable=opts.durable)
+
+    def _write_all(self) -> None:
+        writer = self.writer
+        start = self.lo + writer.complete
+        total = None if self.hi is None else self.hi - self.lo
+        row_bytes = sum(s.neurons * np.dtype(s.dtype).itemsize for s in self.specs.values()) + 4 * self.n_outputs
+        capacity = self.batch_size * max(1, staging.BLOCK_BYTES // (self.batch_size * row_bytes))
+        if self.hi is not None:  # no bigger than what there is to capture: fresh memory costs page faults
+            capacity = min(capacity, -(-(self.hi - start) // self.batch_size) * self.batch_size)
+        pipeline = _Pipeline([_Slot(capacity) for _ in range(SLOTS)])
+        pipeline.start(writer, self._batch_of)
+        self.started = time.perf_counter()
+        bar = _progress_bar(self.opts.progress, total, writer.complete, self.group)
+        row, slot = start, None
+        try:
+            with torch.inference_mode():
+                for batch in self.source.batches(start, self.hi, self.batch_size):
+                    x, y = self._unpack(batch)
+                    n = _batch_len(x)
+                    if slot is not None and slot.rows + n > slot.capacity:
+                        full, slot = slot, None
+                        pipeline.submit(full)
+                    if slot is None:
+                        slot = pipeline.acquire()
+                        slot.clear()
+                        deadline = time.perf_counter() + staging.BLOCK_SECONDS
+                    slot.begin(n)
+                    self._fill(slot, x, y, row)
+                    slot.end()
+                    row += n
+                    bar.update(n)
+                    if slot.rows == slot.capacity or time.perf_counter() > deadline:
+                        full, slot = slot, None
+                        pipeline.submit(full)
+            if slot is not None and slot.rows:
+                pipeline.submit(slot)
+            pipeline.close()
+        except KeyboardInterrupt:
+            bar.close()
+            self._drain(pipeline, slot)
+            committed = writer.committed
+            writer.close()
+            where = f"rows {self.lo}-{self.hi} " if self.group.world_size > 1 else ""
+            raise CaptureInterrupted(f"Capture interrupted: {committed:,} of {'?' if total is None else f'{total:,}'} "
+                                     f"instances {where}are committed in {self.path}; capture(..., resume=True) "
+                                     "continues from there.", self.path, committed) from None
+        except BaseException as exc:
+            bar.close()
+            self._drain(pipeline, slot)
+            writer.close()
+            note = getattr(exc, "add_note", None)
+            if note is not None and not isinstance(exc, OSError):
+                note(f"activis: {writer.committed:,} instances are committed in {self.path}; "
+                     "capture(..., resume=True) continues from there.")
+            raise
+        bar.close()
+        self.elapsed = time.perf_counter() - self.started
+        self.rows_written = pipeline.rows_written
+
+    @staticmethod
+    def _drain(pipeline: _Pipeline, slot: _Slot | None) -> None:
+        """After an error: commit the whole batches computed before it, and wait for the writer."""
+        try:
+            if slot is not None and slot.rows:
+                pipeline.submit(slot)
+            pipeline.close()
+        except BaseException:  # noqa: BLE001 - the error that stopped the capture is the one raised
+            pass
+
+    def _fill(self, slot: _Slot, x, y, row: int) -> None:
+        """Run the batch of rows ``row``.. and put its activations, outputs, labels and inputs in ``slot``."""
+        n = slot.n
+        out = self._forward(self._to_device(x), slot)
+        logits = self._logits(out)
+        if logits.shape != (n, self.n_outputs):
+            raise CaptureError(f"The model's output has shape {tuple(logits.shape)} for a batch of {n}; expected "
+                               f"({n}, {self.n_outputs}).")
+        torch.from_numpy(slot.target("<outputs>", self.n_outputs, np.float32)).copy_(logits)
+        labels = slot.label[slot.start:slot.start + n]
+        if self.labels is not None:
+            labels[:] = self.labels[row:row + n]
+        elif y is not None:
+            given = _label_rows(y, self.class_index)
+            if len(given) != n:
+                raise CaptureError(f"The data yielded {len(given)} labels for {n} instances.")
+            labels[:] = given
+        else:
+            labels[:] = -1
+        if self.keep_inputs:
+            flat = x.reshape(n, -1) if isinstance(x, torch.Tensor) else _as_tensor(x).reshape(n, -1)
+            torch.from_numpy(slot.target("<inputs>", flat.shape[1], self.input_dtype)).copy_(flat)
+
+    def _batch_of(self, slot: _Slot) -> dict:
+        rows = slot.rows
+        return {"activations": {name: slot.arrays[name][:rows] for name in self.plans},
+                "checked": slot.checked(self.plans), "outputs": slot.arrays["<outputs>"][:rows],
+                "label": slot.label[:rows], "inputs": slot.arrays["<inputs>"][:rows] if self.keep_inputs else None}
+
+    # --------------------------------------------------------------- finish
+    def _finish_own(self) -> None:
+        """Sync and mark this process's rows finished (with this session's throughput, unsharded)."""
+        writer = self.writer
+        if self.group.world_size == 1:
+            rate = self.rows_written / self.elapsed if self.elapsed > 0 else None
+            row_bytes = sum(s.neurons * np.dtype(s.dtype).itemsize for s in self.specs.values())
+            writer.manifest["capture"].update({
+                "last_session_s": round(self.elapsed, 3), "last_session_rows": self.rows_written,
+                "instances_per_s": None if rate is None else round(rate, 1),
+                "activation_mb_per_s": None if rate is None else round(rate * row_bytes / 1e6, 2)})
+        writer.finish()
+
+
+def _detect_kind(outputs: np.ndarray) -> str:
+    with np.errstate(all="ignore"):
+        if outputs.shape[1] == 1:
+            return "probabilities" if ((outputs >= 0) & (outputs <= 1)).all() else "logits"
+        if ((outputs >= 0) & (outputs <= 1)).all() and np.abs(outputs.sum(axis=1) - 1).max() < 1e-3:
+            return "probabilities"
+        if (outputs <= 0).all():
+            lse = np.log(np.exp(outputs.astype(np.float64)).sum(axis=1))
+            if np.abs(lse).max() < 1e-3:
+                return "log_probabilities"
+    return "logits"
+
+
+def _input_dtype(dtype: torch.dtype) -> str:
+    if dtype.is_floating_point:
+        return "<f4"
+    if dtype in (torch.uint8, torch.bool):
+        return "|u1"
+    return "<i4"
+
+
+def _model_fingerprint(model: nn.Module) -> str:
+    """Names, shapes and leading values of every parameter: tells one checkpoint from another cheaply."""
+    h = hashlib.sha1()
+    for name, value in model.state_dict().items():
+        h.update(f"{name}:{tuple(value.shape)}:{value.dtype}".encode())
+        if value.numel():
+            h.update(value.detach().reshape(-1)[:256].to("cpu", torch.float64).numpy().tobytes())
+    return h.hexdigest()
+
+
+def _data_fingerprint(x, n) -> str:
+    h = hashlib.sha1(f"{n}".encode())
+    for t in (x.values() if isinstance(x, Mapping) else x if isinstance(x, (tuple, list)) else [x]):
+        h.update(_as_tensor(t).detach().cpu().contiguous().numpy().tobytes())
+    return h.hexdigest()
+
+
+def _progress_bar(enabled: bool, total, initial: int, group: _Group):
+    from tqdm.auto import tqdm
+
+    desc = "capture" if group.world_size == 1 else f"capture [rank {group.rank}/{group.world_size}]"
+    return tqdm(total=total, initial=initial, unit="inst", unit_scale=True, desc=desc, disable=not enabled,
+                smoothing=0.1, dynamic_ncols=True)
+
+
+def _warn_nonfinite(store: ActivationStore) -> None:
+    bad = {name: c for name, c in store.nonfinite_counts.items() if any(c.values())}
+    if not bad:
+        return
+    lines = []
+    for name, c in bad.items():
+        text = f"{name}: {c['nan']:,} NaN, {c['inf']:,} Inf"
+        lines.append(text + (f", {c['overflow']:,} beyond float16 (saturated at ±65504)" if c["overflow"] else ""))
+    advice = " Capture with dtype='float32' to keep the large values." if any(c["overflow"] for c in bad.values()) \
+        else ""
+    warnings.warn("Non-finite or overflowing activations in " + store.path.name + ": " + "; ".join(lines) +
+                  ". The instances table's 'nonfinite' column says which instances." + advice,
+                  NonFiniteWarning, stacklevel=4)
+
