@@ -26,7 +26,10 @@ class GraphTraceWarning(UserWarning):
 
 
 class UnknownLayerError(KeyError):
-    """A layer name that is not in the graph; the message lists valid names and close matches."""
+    """A layer name that is not in the graph or the store; the message lists valid names and close matches.
+
+    The one error for this concept, wherever a layer is named (graph, capture, store, analysis, views).
+    """
 
     def __str__(self) -> str:  # KeyError quotes its message; keep it readable
         return str(self.args[0]) if self.args else ""
@@ -123,11 +126,9 @@ class ComputationGraph:
             if inner:
                 return inner[-1]
         valid = self.layer_names()
-        close = difflib.get_close_matches(name, valid, n=5, cutoff=0.5)
+        close = difflib.get_close_matches(str(name), valid, n=5, cutoff=0.5)
         hint = f" Closest: {', '.join(close)}." if close else ""
-        raise UnknownLayerError(
-            f"Unknown layer {name!r}.{hint} Valid layer names: {', '.join(valid)}."
-        )
+        raise UnknownLayerError(f"Unknown layer {name!r}.{hint} Valid layer names: {', '.join(valid)}.")
 
     def layer_names(self) -> list[str]:
         """Names accepted by `resolve_layer`: capturable node names and module paths."""

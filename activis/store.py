@@ -26,6 +26,7 @@ exists. This module imports no torch: a store can be explored where torch is not
 
 from __future__ import annotations
 
+import difflib
 import errno
 import json
 import os
@@ -37,6 +38,8 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 import pandas as pd
+
+from .graph import UnknownLayerError
 
 FORMAT = "activis.store"
 FORMAT_VERSION = 2
@@ -413,9 +416,11 @@ class ActivationStore:
     def _layer_entry(self, layer: str) -> dict:
         try:
             return self.manifest["layers"][layer]
-        except KeyError:
-            raise KeyError(f"Layer {layer!r} is not in this store; captured layers: "
-                           f"{', '.join(self.layers)}") from None
+        except (KeyError, TypeError):
+            close = difflib.get_close_matches(str(layer), self.layers, n=3)
+            hint = f" Did you mean {', '.join(map(repr, close))}?" if close else ""
+            raise UnknownLayerError(f"Layer {layer!r} is not in this store.{hint} The captured layers: "
+                                    f"{', '.join(self.layers) or 'none'}.") from None
 
     @property
     def nonfinite(self) -> pd.DataFrame:

@@ -10,12 +10,12 @@ import pytest
 from activis import analysis
 from activis.analysis import (
     AnalysisError,
-    UnknownLayerError,
     class_statistics,
     confusion_pairs,
     explain_instance,
     sample_instances,
 )
+from activis.graph import UnknownLayerError
 from activis.store import LayerSpec, write_store
 
 CLASSES = ["zero", "one", "two"]
@@ -182,7 +182,7 @@ def test_class_without_members(tmp_path):
 def test_errors_are_clear(tmp_path):
     store, _ = planted_store(tmp_path / "s")
     with pytest.raises(UnknownLayerError, match=r"Layer 'fc1' is not in this store\. Did you mean 'fc'\?"
-                                                r" Captured layers: fc, relu\."):
+                                                r" The captured layers: fc, relu\."):
         explain_instance(store, 0, "fc1")
     with pytest.raises(IndexError, match="Instance 600 is outside the store's 600 instances"):
         explain_instance(store, 600)

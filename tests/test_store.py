@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+import activis
 from activis.store import (
     LayerSpec,
     StoreError,
@@ -207,8 +208,27 @@ def test_not_a_store(tmp_path):
 
 def test_unknown_layer_lists_the_captured_ones(tmp_path):
     store, _ = small_store(tmp_path / "s")
-    with pytest.raises(KeyError, match="captured layers: hidden, logits"):
-        store.activations("hiden")
+    for read in (store.activations, store.layer_spec):
+        with pytest.raises(activis.UnknownLayerError, match="Did you mean 'hidden'.*captured layers: hidden, logits"):
+            read("hiden")
+
+
+def test_one_error_class_for_an_unknown_layer(tmp_path):
+    """Graph, store, analysis and explorer: `except activis.UnknownLayerError` catches every one."""
+    import importlib
+    import pkgutil
+
+    for info in pkgutil.walk_packages(activis.__path__, "activis."):
+        if info.name != "activis.__main__":
+            module = importlib.import_module(info.name)
+            same = getattr(module, "UnknownLayerError", activis.UnknownLayerError)
+            assert same is activis.UnknownLayerError, info.name
+    from activis.widgets.explorer import LayerNotCaptured
+
+    assert issubclass(LayerNotCaptured, activis.UnknownLayerError)
+    store, _ = small_store(tmp_path / "s")
+    with pytest.raises(activis.UnknownLayerError):
+        activis.explain_instance(store, 0, "nope")
 
 
 def test_format_1_stores_still_open(tmp_path):

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ipywidgets as widgets
 
+from ..graph import UnknownLayerError
 from ..subsets import Subsets
 from . import row_keys
 from ._base import class_count
@@ -27,9 +28,8 @@ from .slice_suggestions import SliceSuggestions
 from .subset_panel import SubsetPanel
 
 
-class LayerNotCaptured(KeyError):
-    def __str__(self) -> str:
-        return str(self.args[0]) if self.args else ""
+class LayerNotCaptured(UnknownLayerError):
+    """A graph selection whose layer the store does not hold: one kind of `UnknownLayerError`."""
 
 
 def store_layer_for(store, graph, name: str) -> str:

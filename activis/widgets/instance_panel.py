@@ -168,8 +168,6 @@ class InstancePanel(View):
 
     def sort_by_neuron(self, layer: str, neuron: int) -> None:
         """Sort by one neuron's activation: its top-activating instances of each class come first."""
-        if layer not in self._store.layers:
-            raise KeyError(f"Layer {layer!r} is not in this store; captured layers: {', '.join(self._store.layers)}")
         acts = self._store.activations(layer)
         if not 0 <= neuron < acts.shape[1]:
             raise IndexError(f"Layer {layer!r} has {acts.shape[1]} neurons; {neuron} is outside it.")
