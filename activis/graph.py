@@ -14,7 +14,7 @@ from __future__ import annotations
 import difflib
 import json
 import warnings
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -23,6 +23,26 @@ FORMAT_VERSION = 1
 
 class GraphTraceWarning(UserWarning):
     """Issued when the exact ``torch.fx`` graph could not be had and a fallback was used."""
+
+
+class ModelInputError(ValueError):
+    """The example (or captured) input does not fit the model: names the layer and torch's own error."""
+
+
+def input_error(model, args, where: str, exc: BaseException) -> ModelInputError:
+    """A `ModelInputError` for ``exc``, raised by the model at layer ``where`` on ``args``."""
+    given = ", ".join(_describe_value(a) for a in args)
+    cause = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return ModelInputError(f"{type(model).__name__} cannot run on the input ({given}): at {where}: {cause}. "
+                           "Pass inputs of the shape and dtype the model expects (a batch first).")
+
+
+def _describe_value(value) -> str:
+    if hasattr(value, "shape") and hasattr(value, "dtype"):
+        return f"shape {tuple(value.shape)} {str(value.dtype).replace('torch.', '')}"
+    if isinstance(value, Mapping):
+        return "{" + ", ".join(f"{k!r}: {_describe_value(v)}" for k, v in value.items()) + "}"
+    return type(value).__name__
 
 
 class UnknownLayerError(KeyError):
@@ -215,14 +235,36 @@ def extract_graph(model, example_input, *, tracer_leaf_modules: Iterable[type] =
             return ComputationGraph(nodes=nodes, modules=modules, method="hooks", note=reason,
                                     model_type=type(model).__name__)
         with torch.no_grad():
-            from torch.fx.passes.shape_prop import ShapeProp
-
-            ShapeProp(gm).propagate(*args)
+            _shape_prop(model, gm, args)
         nodes = _fx_nodes(gm, model)
         return ComputationGraph(nodes=nodes, modules=modules, method="fx",
                                 model_type=type(model).__name__, graph_module=gm)
     finally:
         model.train(was_training)
+
+
+def _shape_prop(model, gm, args) -> None:
+    """torch.fx's shape propagation, with torch's own error and the layer it happened at."""
+    from torch.fx.passes.shape_prop import ShapeProp
+
+    failed = []  # (node, torch's error): fx's interpreter rewrites what run_node raises
+
+    class Propagation(ShapeProp):
+        def run_node(self, node):
+            try:
+                return super().run_node(node)
+            except Exception as exc:
+                failed.append((node, exc.__cause__ if exc.__cause__ is not None else exc))
+                raise
+
+    try:
+        Propagation(gm).propagate(*args)
+    except Exception:
+        if not failed:
+            raise
+        node, cause = failed[0]
+        where = str(node.target) if node.op == "call_module" else _owner_path(node) or node.name
+        raise input_error(model, args, f"{where!r} ({node.name})", cause) from cause
 
 
 def _fx_trace(model, extra_leaves: tuple):
@@ -388,12 +430,27 @@ def _hook_graph(model, args) -> list:
                 keep_alive.append(t)
         return hook
 
+    running: list[str] = []  # the modules entered and not yet left, innermost last
+
+    def enter(path):
+        def pre_hook(_module, _inputs):
+            running.append(path)
+        return pre_hook
+
+    def leave(_module, _inputs, _output):
+        running.pop()
+
     handles = []
     for path, mod in model.named_modules():
+        if path:
+            handles.append(mod.register_forward_pre_hook(enter(path)))
+            handles.append(mod.register_forward_hook(leave))
         if path and not list(mod.children()):
             handles.append(mod.register_forward_hook(make_hook(path, mod)))
     try:
         result = model(*args)
+    except Exception as exc:  # noqa: BLE001 - re-raised as what the user can act on
+        raise input_error(model, args, repr(running[-1]) if running else "its forward", exc) from exc
     finally:
         for h in handles:
             h.remove()

@@ -22,7 +22,7 @@ from torch.utils.data import DataLoader, Dataset, IterableDataset, TensorDataset
 
 import model_zoo as zoo
 from activis.capturing import CaptureError, CaptureInterrupted, NonFiniteWarning, capture
-from activis.graph import GraphTraceWarning, UnknownLayerError
+from activis.graph import GraphTraceWarning, ModelInputError, UnknownLayerError
 from activis.store import open_store
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
@@ -640,3 +640,10 @@ def test_torchrun_ranks_fill_one_store_that_opens_as_one_array_per_layer(tmp_pat
         np.testing.assert_array_equal(a[[5, 400, 639]], reference.activations(layer)[[5, 400, 639]])
     pd.testing.assert_frame_equal(sharded.instances, reference.instances)
     assert same_files(tmp_path / "single", tmp_path / "sharded") == []
+
+
+def test_a_wrong_input_shape_names_the_layer_and_writes_nothing(tmp_path):
+    message = r"at '0' \(_0\).*mat1 and mat2 shapes cannot be multiplied \(8x30 and 20x32\)"
+    with pytest.raises(ModelInputError, match=message):
+        run(zoo.mlp(), torch.randn(30, 30), tmp_path / "s")
+    assert not (tmp_path / "s").exists()

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import model_zoo as zoo
-from activis.graph import ComputationGraph, GraphTraceWarning, UnknownLayerError, extract_graph
+from activis.graph import ComputationGraph, GraphTraceWarning, ModelInputError, UnknownLayerError, extract_graph
 
 
 def ops(graph):
@@ -142,3 +142,29 @@ def test_deep_resnet_traces_exactly_to_about_500_nodes():
         g = extract_graph(zoo.deep_resnet(), torch.randn(2, 3, 8, 8))
     assert g.note is None
     assert 480 <= len(g.nodes) <= 540
+
+
+class TwoLayers(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = torch.nn.Linear(64, 32)
+        self.fc2 = torch.nn.Linear(32, 2)
+
+    def forward(self, x):
+        return self.fc2(torch.relu(self.fc1(x)))
+
+
+@pytest.mark.parametrize("model", [TwoLayers(), zoo.DataDependent()], ids=["fx", "hooks"])
+def test_a_wrong_input_shape_names_the_layer_and_torchs_cause(model):
+    width = 64 if isinstance(model, TwoLayers) else 6
+    first = "fc1"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", GraphTraceWarning)
+        with pytest.raises(ModelInputError) as err:
+            extract_graph(model, torch.randn(8, 30))
+    message = str(err.value)
+    assert f"at '{first}'" in message
+    assert f"mat1 and mat2 shapes cannot be multiplied (8x30 and {width}x" in message
+    assert "shape (8, 30) float32" in message and "Original traceback" not in message
+    with pytest.raises(ModelInputError, match=r"at 'fc1'.*dtype"):  # a wrong dtype too
+        extract_graph(TwoLayers(), torch.randn(8, 64, dtype=torch.float64))
