@@ -726,8 +726,10 @@ class StoreWriter:
             manifest["outputs_nonfinite"] = {**_zero_counts(), **own.get("<outputs>", {})}
         else:
             complete = manifest["complete"]
+            progress = manifest
         ActivationStore(path, manifest)  # the files hold what the manifest says
         self._attach(manifest, rank=rank, complete=complete, durable=durable)
+        self.data_digest = progress.get("data_digest")
         return self
 
     def _attach(self, manifest: dict, *, rank: int | None, complete: int, durable: bool) -> None:
@@ -739,6 +741,9 @@ class StoreWriter:
         self.rank = rank
         self.durable = durable
         self._complete = self._committed = complete
+        # what the writer of the rows says they were made from, committed with them (a capture's
+        # hash of its inputs and labels so far, checked when it resumes)
+        self.data_digest: str | None = None
         if rank is None:
             self.start, self.stop = 0, manifest.get("n_expected")
         else:
@@ -885,11 +890,13 @@ class StoreWriter:
         if self.rank is None:
             self.manifest["complete"] = self._complete
             self.manifest["finished"] = finished
+            self.manifest["data_digest"] = self.data_digest
             # indented for people once finished; compact (C-encoded) for the commits before
             return self.path / MANIFEST, json.dumps(self.manifest, indent=1 if finished else None)
         counts = {name: e["nonfinite"] for name, e in self.manifest["layers"].items()}
         counts["<outputs>"] = self.manifest["outputs_nonfinite"]
-        progress = {"rank": self.rank, "complete": self._complete, "finished": finished, "nonfinite": counts}
+        progress = {"rank": self.rank, "complete": self._complete, "finished": finished, "nonfinite": counts,
+                    "data_digest": self.data_digest}
         return _progress_path(self.path, self.rank), json.dumps(progress)
 
     def _write_commit(self, record: tuple[pathlib.Path, str], rows: int) -> None:

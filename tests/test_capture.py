@@ -559,13 +559,35 @@ def test_an_interrupt_stops_cleanly_and_resume_equals_an_uninterrupted_capture(t
     np.testing.assert_array_equal(partial.activations("_1"), reference.activations("_1")[:96])
     with pytest.raises(CaptureError, match="batches of 32"):
         run(model, Interrupting(x, y), tmp_path / "s", batch_size=50, resume=True)
-    with pytest.raises(CaptureError, match="the model differs"):
+    with pytest.raises(CaptureError, match="the model's parameters differ"):
         run(zoo.mlp(), Interrupting(x, y), tmp_path / "s", resume=True)
-    with pytest.raises(CaptureError, match="the data differs"):
+    with pytest.raises(CaptureError, match="differ from the data given now"):
         run(model, Interrupting(x + 1, y), tmp_path / "s", resume=True)
     resumed = run(model, Interrupting(x, y), tmp_path / "s", resume=True, metadata=meta)
     assert resumed.is_complete and resumed.capture_info["last_session_rows"] == 104
     assert same_files(tmp_path / "ref", tmp_path / "s") == []
+
+
+def test_resume_refuses_data_or_parameters_that_differ_past_their_first_values(tmp_path):
+    """The digest covers every row written and every parameter value, not a prefix of them."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(20, 300), nn.ReLU(), nn.Linear(300, 3))
+    x, y = torch.randn(200, 20), torch.randint(0, 3, (200,))
+    with pytest.raises(CaptureInterrupted):
+        run(model, Interrupting(x, y, at=100), tmp_path / "s", batch_size=32)
+    other_rows, other_labels = x.clone(), y.clone()
+    other_rows[60] += 1  # the same first batches, a different row among those written
+    other_labels[90] = (other_labels[90] + 1) % 3
+    for data in (Interrupting(other_rows, y), Interrupting(x, other_labels)):
+        with pytest.raises(CaptureError, match="the 96 instances already written differ from the data given now"):
+            run(model, data, tmp_path / "s", resume=True)
+    changed = nn.Sequential(nn.Linear(20, 300), nn.ReLU(), nn.Linear(300, 3))
+    changed.load_state_dict(model.state_dict())
+    with torch.no_grad():
+        changed[0].weight[299, 19] += 1  # past the first values of the parameter
+    with pytest.raises(CaptureError, match=r"parameters differ .*\(0\.weight\)"):
+        run(changed, Interrupting(x, y), tmp_path / "s", resume=True)
+    assert run(model, Interrupting(x, y), tmp_path / "s", resume=True).is_complete
 
 
 def test_killing_the_capture_at_random_moments_loses_nothing(tmp_path):
