@@ -91,14 +91,18 @@ class NonFinite:
     inf: int = 0
     overflow: int = 0  # finite in the source but beyond the storage dtype: saturated
     per_row: np.ndarray | None = field(default=None, repr=False)
+    underflow: int = 0  # nonzero in the source but below the storage dtype's smallest normal: 0 or subnormal
 
     def add_to(self, counts: dict) -> None:
-        for key in ("nan", "inf", "overflow"):
+        for key in COUNTS:
             counts[key] = int(counts.get(key, 0)) + getattr(self, key)
 
 
+COUNTS = ("nan", "inf", "overflow", "underflow")
+
+
 def _zero_counts() -> dict:
-    return {"nan": 0, "inf": 0, "overflow": 0}
+    return dict.fromkeys(COUNTS, 0)
 
 
 def check_finite(stored: np.ndarray, source: Callable[[], np.ndarray] | np.ndarray | None = None) -> NonFinite | None:
@@ -425,13 +429,13 @@ class ActivationStore:
     @property
     def nonfinite(self) -> pd.DataFrame:
         """Per layer (and the outputs): NaN, Inf and float16-overflow counts met while capturing."""
-        df = pd.DataFrame.from_dict(self.nonfinite_counts, orient="index", columns=["nan", "inf", "overflow"])
+        df = pd.DataFrame.from_dict(self.nonfinite_counts, orient="index", columns=list(COUNTS))
         df.index.name = "layer"
         return df
 
     @property
     def nonfinite_counts(self) -> dict[str, dict[str, int]]:
-        """`nonfinite` as a plain dict: layer (or "<outputs>") -> {"nan", "inf", "overflow"}."""
+        """`nonfinite` as a plain dict: layer (or "<outputs>") -> {"nan", "inf", "overflow", "underflow"}."""
         rows = {}
         for name, entry in self.manifest["layers"].items():
             rows[name] = {**_zero_counts(), **(entry.get("nonfinite") or {})}
@@ -439,7 +443,7 @@ class ActivationStore:
         for shard in self._progress or []:
             for name, counts in (shard.get("nonfinite") or {}).items():
                 if name in rows:
-                    NonFinite(**{k: int(counts.get(k, 0)) for k in ("nan", "inf", "overflow")}).add_to(rows[name])
+                    NonFinite(**{k: int(counts.get(k, 0)) for k in COUNTS}).add_to(rows[name])
         return rows
 
     # ------------------------------------------------------------------ arrays
@@ -591,7 +595,7 @@ class ActivationStore:
         bad = bad[bad.sum(axis=1) > 0]
         for name, row in bad.iterrows():
             lines.append(f"  ! {name}: {row['nan']} NaN, {row['inf']} Inf, {row['overflow']} overflowed "
-                         "(saturated)")
+                         f"(saturated), {row['underflow']} underflowed (stored as 0 or subnormal)")
         return "\n".join(lines)
 
     def __repr__(self) -> str:

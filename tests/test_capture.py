@@ -452,7 +452,7 @@ def test_nonfinite_values_are_counted_reported_and_saturated(tmp_path):
     x = torch.tensor([[1.0, 0, 0], [0, 1, 0], [-1, 0, 0], [0, float("nan"), 0]] * 5)
     with pytest.warns(NonFiniteWarning, match=r"_0: 20 NaN, 0 Inf, 10 beyond float16.*dtype='float32'"):
         store = run(model, x, tmp_path / "s", layers=["_0"])
-    assert store.nonfinite.loc["_0"].to_dict() == {"nan": 20, "inf": 0, "overflow": 10}  # NaN reaches every unit
+    assert store.nonfinite.loc["_0"].to_dict() == {"nan": 20, "inf": 0, "overflow": 10, "underflow": 0}
     assert store.nonfinite.loc["<outputs>", "nan"] == 10
     hidden = store.activations("_0")
     assert hidden[0, 0] == 65504 and hidden[2, 0] == -65504 and np.isnan(hidden[3, 1])
@@ -461,6 +461,41 @@ def test_nonfinite_values_are_counted_reported_and_saturated(tmp_path):
         warnings.simplefilter("ignore", NonFiniteWarning)
         wide = run(model, x, tmp_path / "wide", layers=["_0"], dtype="float32")
     assert wide.activations("_0")[0, 0] == 1e5 and wide.nonfinite.loc["_0", "overflow"] == 0
+
+
+def test_float16_underflow_is_counted_and_warned_like_overflow(tmp_path):
+    model = nn.Sequential(nn.Linear(2, 3), nn.Linear(3, 2))
+    with torch.no_grad():
+        model[0].weight.copy_(torch.tensor([[1e-6, 0], [1e-9, 0], [0, 1]]))
+        model[0].bias.zero_()
+    x = torch.tensor([[1.0, 1.0], [1.0, 0.0]] * 4)  # units 0 and 1 tiny (subnormal, zero), unit 2 fine or exactly 0
+    with pytest.warns(NonFiniteWarning, match=r"_0: 0 NaN, 0 Inf, 16 below float16's smallest normal.*float32"):
+        store = run(model, x, tmp_path / "s", layers=["_0"])
+    assert store.nonfinite.loc["_0", "underflow"] == 16 and store.activations("_0")[0, 1] == 0
+    assert list(store.instances["nonfinite"]) == [0] * 8  # imprecise, not wrong: no instance is flagged
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", NonFiniteWarning)
+        assert run(model, x, tmp_path / "wide", layers=["_0"], dtype="float32").nonfinite.loc["_0", "underflow"] == 0
+
+
+class ReturnsIndices(nn.Module):
+    def __init__(self, as_float=False):
+        super().__init__()
+        self.fc = nn.Linear(20, 5)
+        self.as_float = as_float
+
+    def forward(self, x):
+        pred = self.fc(x).argmax(1)
+        return pred.float() if self.as_float else pred
+
+
+@pytest.mark.parametrize("as_float", [False, True])
+def test_a_model_returning_class_indices_is_not_a_binary_classifier(tmp_path, as_float):
+    with pytest.raises(CaptureError, match=r"returns class indices .*values [0-4]\.\.[2-4].*before the argmax"):
+        run(ReturnsIndices(as_float), torch.randn(40, 20), tmp_path / "s")
+    assert not (tmp_path / "s").exists()
+    binary = run(nn.Sequential(nn.Linear(20, 1), nn.Sigmoid()), torch.randn(40, 20), tmp_path / "b")
+    assert binary.class_names == ["0", "1"]  # a single score still is one
 
 
 def test_the_model_is_left_as_it_was(tmp_path):

@@ -105,8 +105,8 @@ def test_float16_overflow_nan_and_inf_are_counted_and_overflow_saturated(tmp_pat
                         layer_specs={"hidden": LayerSpec(4), "wide": LayerSpec(4, dtype="float32")},
                         labels=np.zeros(6, int), outputs=np.zeros((6, 2)))
     counts = store.nonfinite
-    assert counts.loc["hidden"].to_dict() == {"nan": 1, "inf": 1, "overflow": 2}
-    assert counts.loc["wide"].to_dict() == {"nan": 1, "inf": 1, "overflow": 0}  # float32 holds 1e6
+    assert counts.loc["hidden"].to_dict() == {"nan": 1, "inf": 1, "overflow": 2, "underflow": 0}
+    assert counts.loc["wide"].to_dict() == {"nan": 1, "inf": 1, "overflow": 0, "underflow": 0}  # float32 holds 1e6
     stored = store.activations("hidden")
     assert stored[1, 0] == np.float16(65504) and stored[1, 1] == np.float16(-65504)
     assert np.isnan(stored[2, 2]) and stored[4, 3] == np.inf

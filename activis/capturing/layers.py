@@ -16,9 +16,11 @@ import torch
 from torch import nn
 
 from ..graph import ComputationGraph
-from ..store import LayerSpec, check_finite
+from ..store import LayerSpec, NonFinite, check_finite
 from .options import CHANNEL_REDUCTIONS, CaptureError, _Options
 from .pipeline import _Slot
+
+FLOAT16_TINY = float(np.finfo(np.float16).tiny)  # smallest normal: below it float16 keeps fewer digits, or 0
 
 
 @dataclass
@@ -212,7 +214,13 @@ class _Tap(nn.Module):
         rows = plan.rows(value)
         stored = slot.target(plan.name, plan.spec.neurons, plan.dtype)
         torch.from_numpy(stored).copy_(rows)
-        slot.note(plan.name, check_finite(stored, lambda: rows.detach().float().cpu().numpy()))
+        found = check_finite(stored, lambda: rows.detach().float().cpu().numpy())
+        if plan.dtype == "float16" and rows.dtype != torch.float16:
+            tiny = int(torch.count_nonzero((rows.abs() < FLOAT16_TINY) & (rows != 0)))
+            if tiny:
+                found = found or NonFinite(per_row=np.zeros(slot.n, dtype=np.int32))
+                found.underflow = tiny
+        slot.note(plan.name, found)
 
 
 def _fx_runner(graph: ComputationGraph, taps: list[tuple[str, _Tap]]) -> nn.Module:

@@ -12,7 +12,7 @@ import threading
 
 import numpy as np
 
-from ..store import NonFinite, PreparedBatch, StoreWriter
+from ..store import COUNTS, NonFinite, PreparedBatch, StoreWriter
 
 SLOTS = 3  # staging blocks: one being filled, up to two being written
 # batches are handed to the writer (and committed) together up to this size, or this age
@@ -70,15 +70,15 @@ class _Slot:
         total = self.found.get(name)
         if total is None:
             total = self.found[name] = NonFinite(per_row=np.zeros(self.capacity, dtype=np.int32))
-        total.nan, total.inf, total.overflow = total.nan + found.nan, total.inf + found.inf, \
-            total.overflow + found.overflow
+        for key in COUNTS:
+            setattr(total, key, getattr(total, key) + getattr(found, key))
         total.per_row[self.start:self.start + self.n] += found.per_row
 
     def checked(self, names) -> dict[str, NonFinite | None]:
         rows = self.rows
         return {name: None if name not in self.found else
-                NonFinite(self.found[name].nan, self.found[name].inf, self.found[name].overflow,
-                          self.found[name].per_row[:rows]) for name in names}
+                NonFinite(**{key: getattr(self.found[name], key) for key in COUNTS},
+                          per_row=self.found[name].per_row[:rows]) for name in names}
 
 
 class _Pipeline:

@@ -216,8 +216,9 @@ class _Session:
             elif hasattr(out, "logits"):
                 element = ["logits"]
         logits = _select(out, element, "The model's output", "output_element=...")
-        if logits.dim() == 1:
-            logits = logits[:, None]
+        if logits.dim() == 1 or (logits.dim() == 2 and logits.shape[1] == 1):
+            _refuse_class_indices(logits)
+            logits = logits.reshape(-1, 1)
         if logits.dim() != 2:
             raise CaptureError(f"The model's output is {_describe(logits)}; capture needs one row of class scores "
                                "per instance (choose it with output_element=).")
@@ -464,6 +465,16 @@ def _detect_kind(outputs: np.ndarray) -> str:
     return "logits"
 
 
+def _refuse_class_indices(scores: torch.Tensor) -> None:
+    """A single output column is a binary classifier's score, unless it holds class indices (an argmax)."""
+    integral = not scores.is_floating_point() or bool(torch.all(scores == scores.round()))
+    if integral and scores.numel() and float(scores.min()) >= 0 and float(scores.max()) > 1:
+        raise CaptureError(f"The model returns class indices ({_describe(scores)}, values "
+                           f"{int(scores.min())}..{int(scores.max())}), not class scores: capture needs the logits or "
+                           "probabilities before the argmax. Return them from forward, or choose them with "
+                           "output_element=.")
+
+
 def _input_dtype(dtype: torch.dtype) -> str:
     if dtype.is_floating_point:
         return "<f4"
@@ -517,9 +528,12 @@ def _warn_nonfinite(store: ActivationStore) -> None:
     lines = []
     for name, c in bad.items():
         text = f"{name}: {c['nan']:,} NaN, {c['inf']:,} Inf"
-        lines.append(text + (f", {c['overflow']:,} beyond float16 (saturated at ±65504)" if c["overflow"] else ""))
-    advice = " Capture with dtype='float32' to keep the large values." if any(c["overflow"] for c in bad.values()) \
-        else ""
+        text += f", {c['overflow']:,} beyond float16 (saturated at ±65504)" if c["overflow"] else ""
+        text += f", {c['underflow']:,} below float16's smallest normal (stored as 0 or subnormal)" \
+            if c["underflow"] else ""
+        lines.append(text)
+    advice = " Capture with dtype='float32' to keep the large and the tiny values." \
+        if any(c["overflow"] or c["underflow"] for c in bad.values()) else ""
     warnings.warn("Non-finite or overflowing activations in " + store.path.name + ": " + "; ".join(lines) +
                   ". The instances table's 'nonfinite' column says which instances." + advice,
                   NonFiniteWarning, stacklevel=4)
