@@ -19,6 +19,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 FORMAT_VERSION = 1
+# modules that return their input unchanged in eval mode: a default capture would store it twice
+NO_OP_MODULES = {"Identity", "Dropout", "Dropout1d", "Dropout2d", "Dropout3d", "AlphaDropout", "FeatureAlphaDropout"}
 
 
 class GraphTraceWarning(UserWarning):
@@ -157,17 +159,44 @@ class ComputationGraph:
         return names
 
     def default_layers(self) -> list[str]:
-        """Outputs of the top-level blocks plus the model output: a sensible first capture."""
-        chosen: list[str] = []
-        top_level = [p for p in self.modules if p and "." not in p]
-        for path in top_level:
+        """Outputs of the top-level blocks plus the model output: a sensible first capture.
+
+        Named by module path, as the graph view shows them (``"0"`` of an ``nn.Sequential``, not
+        its node ``"_0"``). A block that computes nothing in eval mode (Dropout, Identity) repeats
+        the value before it and is left out; so is a block whose output is not one tensor (an LSTM's
+        tuple: see `tuple_blocks`).
+        """
+        chosen: dict[str, str] = {}  # the node whose value is stored -> its name
+        for path in self._top_level():
             inner = [n for n in self.nodes_of_module(path) if n.capturable]
-            if inner and inner[-1].name not in chosen:
-                chosen.append(inner[-1].name)
+            if inner:
+                node = self._value_source(inner[-1])
+                chosen.setdefault(node.name, path)
         out = self.output_node
-        if out is not None and out.capturable and out.name not in chosen:
-            chosen.append(out.name)
-        return chosen
+        if out is not None and out.capturable:
+            chosen.setdefault(self._value_source(out).name, out.target if out.op == "call_module" else out.name)
+        return list(chosen.values())
+
+    def tuple_blocks(self) -> list[str]:
+        """Top-level blocks left out of the defaults because they return a tuple or a dict (RNNs)."""
+        return [path for path in self._top_level() if self.nodes_of_module(path)
+                and not any(n.capturable for n in self.nodes_of_module(path))
+                and any(n.op == "call_module" and n.target == path and n.shape is None for n in self.nodes)]
+
+    def _top_level(self) -> list[str]:
+        return [p for p in self.modules if p and "." not in p]
+
+    def _value_source(self, node: GraphNode) -> GraphNode:
+        """The node whose value ``node`` repeats, through no-op modules (Dropout in eval mode, Identity)."""
+        for _ in range(len(self.nodes)):
+            module = self.modules.get(node.target) if node.op == "call_module" else None
+            if module is None or module.type not in NO_OP_MODULES or len(node.inputs) != 1:
+                return node
+            parent = self._by_name.get(node.inputs[0])
+            if parent is None or not parent.capturable:
+                return node
+            node = parent
+        return node
 
     # ----------------------------------------------------------- serialisation
     def to_dict(self) -> dict:

@@ -418,9 +418,14 @@ class ActivationStore:
         return LayerSpec(**{k: entry[k] for k in LayerSpec.__dataclass_fields__ if k in entry})
 
     def _layer_entry(self, layer: str) -> dict:
+        """A layer by its name, or by the graph node it was captured at (the name the graph shows)."""
+        layers = self.manifest["layers"]
         try:
-            return self.manifest["layers"][layer]
+            return layers[layer]
         except (KeyError, TypeError):
+            by_node = [entry for entry in layers.values() if entry.get("node") == layer]
+            if len(by_node) == 1:
+                return by_node[0]
             close = difflib.get_close_matches(str(layer), self.layers, n=3)
             hint = f" Did you mean {', '.join(map(repr, close))}?" if close else ""
             raise UnknownLayerError(f"Layer {layer!r} is not in this store.{hint} The captured layers: "

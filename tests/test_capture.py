@@ -57,7 +57,7 @@ def test_mlp_every_layer_equals_a_direct_forward_pass(tmp_path):
     exact = run(model, x, tmp_path / "f32", labels=y, dtype="float32", batch_size=64)
     half = run(model, x, tmp_path / "f16", labels=y, batch_size=64)
     seen, logits = hooked(model, x, ["0", "1", "2", "3", "4"])
-    assert exact.layers == ["_0", "_1", "_2", "_3", "_4"]
+    assert exact.layers == ["0", "1", "2", "3", "4"]  # the module paths the graph view shows
     for node, module in zip(exact.layers, seen):
         expected = seen[module][0].numpy()
         np.testing.assert_allclose(exact.activations(node), expected, rtol=1e-6, atol=1e-6)
@@ -704,3 +704,22 @@ def test_a_wrong_input_shape_names_the_layer_and_writes_nothing(tmp_path):
     with pytest.raises(ModelInputError, match=message):
         run(zoo.mlp(), torch.randn(30, 30), tmp_path / "s")
     assert not (tmp_path / "s").exists()
+
+
+def test_default_names_are_the_graphs_and_the_store_answers_to_both(tmp_path):
+    model = nn.Sequential(nn.Linear(20, 32), nn.ReLU(), nn.Dropout(0.2), nn.Linear(32, 3))
+    x = torch.randn(30, 20)
+    store = run(model, x, tmp_path / "s")
+    assert store.layers == ["0", "1", "3"]  # the Dropout repeats "1" in eval mode: stored once
+    np.testing.assert_array_equal(store.activations("3"), store.activations("_3"))  # module path or graph node
+    with torch.no_grad():
+        np.testing.assert_allclose(store.activations("1"), model[1](model[0](x)).numpy(), rtol=1e-3, atol=1e-3)
+
+
+def test_a_recurrent_block_is_not_left_out_silently(tmp_path):
+    x = torch.randint(0, 50, (12, 7))
+    with pytest.warns(UserWarning, match=r"\['lstm'\] return a tuple .*select=\{'lstm': 0\}"):
+        store = run(zoo.LSTMClassifier(), x, tmp_path / "s")
+    assert store.layers == ["embed", "head"]
+    chosen = run(zoo.LSTMClassifier(), x, tmp_path / "t", select={"lstm": 0})  # select alone adds it
+    assert chosen.layers == ["embed", "head", "lstm"] and chosen.layer_spec("lstm").neurons == 24

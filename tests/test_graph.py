@@ -132,7 +132,17 @@ def test_unknown_layer_lists_valid_names_and_close_matches():
 
 def test_default_layers_are_block_outputs_and_logits():
     g = extract_graph(zoo.SmallCNN(), torch.randn(2, 1, 8, 8))
-    assert g.default_layers() == ["features_7", "classifier_3"]
+    assert g.default_layers() == ["features", "classifier"]  # module paths, as the graph view shows them
+    sequential = extract_graph(zoo.mlp(), torch.randn(2, 20))
+    assert sequential.default_layers() == ["0", "1", "2", "3", "4"]
+
+
+def test_default_layers_leave_out_no_op_copies_and_say_which_tuples_they_skip():
+    model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Dropout(0.5), torch.nn.Identity(),
+                                torch.nn.Linear(8, 2))
+    assert extract_graph(model, torch.randn(3, 4)).default_layers() == ["0", "1", "4"]
+    lstm = extract_graph(zoo.LSTMClassifier(), torch.randint(0, 50, (3, 7)))
+    assert lstm.default_layers() == ["embed", "head"] and lstm.tuple_blocks() == ["lstm"]
 
 
 def test_deep_resnet_traces_exactly_to_about_500_nodes():

@@ -178,7 +178,7 @@ class _Session:
         graph = self.graph
         names = self.opts.layers
         if names is None:
-            names = existing.layers if existing is not None else graph.default_layers()
+            names = existing.layers if existing is not None else self._default_layers()
             if not names:
                 raise CaptureError(f"{graph.model_type} has no layer that can be captured by default; name them "
                                    f"with layers=[...] (valid: {', '.join(graph.layer_names())}).")
@@ -195,6 +195,18 @@ class _Session:
         for p in points:
             if not p.fx:
                 self.hooks.append(_hook(self.model.get_submodule(p.module), taps[p.name], p.call))
+
+    def _default_layers(self) -> list[str]:
+        """The graph's defaults, plus the layers named in ``select`` (enough to add an LSTM)."""
+        graph = self.graph
+        names = graph.default_layers()
+        names += [name for name in self.opts.select if name not in names]
+        left_out = [path for path in graph.tuple_blocks() if path not in names]
+        if left_out:
+            warnings.warn(f"Layers {left_out} return a tuple or a dict and are not captured by default; add them "
+                          f"with select={{{left_out[0]!r}: 0}} (the index or key of the tensor to keep).",
+                          UserWarning, stacklevel=5)
+        return names
 
     def _forward(self, x, slot: _Slot):
         """Run one batch (``slot.begin`` was called) with the taps writing into ``slot``."""
