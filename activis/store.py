@@ -29,6 +29,7 @@ from __future__ import annotations
 import difflib
 import errno
 import json
+import math
 import os
 import pathlib
 import shutil
@@ -304,10 +305,22 @@ def _check_manifest(path: pathlib.Path, manifest: dict) -> None:
         _inside(path, entry.get("file"))
     for name, dtype in _columns(manifest).items():
         _safe_dtype(dtype, f"column {name!r}")
+    for name, entry in layers.items():
+        shape = entry.get("shape")
+        need(shape is None or _is_shape(shape), f"layer {name!r} has shape {shape!r}, not a list of sizes "
+             f"below {MAX_VALUES:,} values")
+        need(entry["neurons"] <= MAX_VALUES, f"layer {name!r} has {entry['neurons']:,} neurons")
+    names = manifest.get("class_names")
+    if names is not None:
+        classes = 2 if manifest["n_outputs"] == 1 else manifest["n_outputs"]
+        need(isinstance(names, list) and all(isinstance(c, str) for c in names),
+             "'class_names' is not a list of strings")
+        need(len(names) == classes, f"{len(names)} class names for {manifest['n_outputs']} outputs "
+             f"({classes} classes)")
     inputs = manifest.get("inputs")
     if inputs:
-        need(isinstance(inputs.get("shape"), list) and all(isinstance(s, int) and s >= 0 for s in inputs["shape"]),
-             "'inputs.shape' is not a shape")
+        need(_is_shape(inputs.get("shape")), f"'inputs.shape' is {inputs.get('shape')!r}, not a list of sizes "
+             f"below {MAX_VALUES:,} values")
         _safe_dtype(inputs.get("dtype"), "inputs")
         _inside(path, inputs.get("file"))
     kind = manifest.get("output_kind")
@@ -316,6 +329,14 @@ def _check_manifest(path: pathlib.Path, manifest: dict) -> None:
     if shards is not None:
         need(isinstance(shards.get("world_size"), int) and shards["world_size"] >= 1 and n_expected is not None,
              "'shards' without a world size or an expected count")
+
+
+MAX_VALUES = 1 << 40  # values per instance: beyond any real layer, and far from overflowing int64 offsets
+
+
+def _is_shape(shape) -> bool:
+    return (isinstance(shape, list) and all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in shape)
+            and math.prod(shape) <= MAX_VALUES)
 
 
 def _columns(manifest: dict) -> dict[str, str]:
@@ -462,6 +483,33 @@ class ActivationStore:
                 path = _inside(self.path, self.manifest[key])
                 if not path.is_file():
                     raise StoreError(f"Store file {self.manifest[key]} is missing from {self.path}.")
+        if self.manifest.get("metadata_file"):
+            self._check_metadata(_inside(self.path, self.manifest["metadata_file"]))
+        if self.manifest.get("graph_file"):
+            self._read_graph()
+
+    def _check_metadata(self, path: pathlib.Path) -> None:
+        """The metadata parquet is readable and has a row per instance (its footer only: no data read)."""
+        import pyarrow.parquet as pq
+
+        try:
+            rows = pq.read_metadata(path).num_rows
+        except Exception as exc:  # noqa: BLE001 - pyarrow raises several kinds for a damaged file
+            raise StoreError(f"Store file {path.name} of {self.path} is not a readable parquet file: {exc}") from None
+        expected = self.n_expected
+        if (expected is not None and rows != expected) or rows < self.n_instances:
+            raise StoreError(f"Store file {path.name} of {self.path} has {rows:,} metadata rows for "
+                             f"{expected if expected is not None else self.n_instances:,} instances.")
+
+    def _read_graph(self):
+        from .graph import ComputationGraph
+
+        graph_file = self.manifest["graph_file"]
+        try:
+            return ComputationGraph.from_json(_inside(self.path, graph_file).read_text())
+        except (ValueError, TypeError, KeyError, AttributeError, UnicodeDecodeError) as exc:
+            raise StoreError(f"Store file {graph_file} of {self.path} is not a valid activis graph: "
+                             f"{type(exc).__name__}: {exc}") from None
 
     def _row_files(self) -> list[tuple[str, str, int | None]]:
         files = [(e["file"], e["dtype"], e["neurons"]) for e in self.manifest["layers"].values()]
@@ -564,12 +612,7 @@ class ActivationStore:
 
     @property
     def graph(self):
-        graph_file = self.manifest.get("graph_file")
-        if not graph_file:
-            return None
-        from .graph import ComputationGraph
-
-        return ComputationGraph.from_json(_inside(self.path, graph_file).read_text())
+        return self._read_graph() if self.manifest.get("graph_file") else None
 
     # ------------------------------------------------------------ other modules
     def section(self, name: str) -> pathlib.Path:

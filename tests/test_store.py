@@ -420,3 +420,44 @@ def test_a_really_full_file_system(tmp_path):
         np.testing.assert_array_equal(store.activations("hidden")[::64, 0], np.arange(store.n_instances // 64))
     finally:
         subprocess.run(["umount", "--lazy", str(mount)], check=True)  # the store's maps may still be open
+
+
+def _damage_manifest(path, change):
+    manifest = json.loads((path / "manifest.json").read_text())
+    change(manifest)
+    (path / "manifest.json").write_text(json.dumps(manifest))
+
+
+@pytest.mark.parametrize("case", ["class names", "shape overflow", "inputs shape overflow", "neurons"])
+def test_open_refuses_a_manifest_that_does_not_add_up(tmp_path, case):
+    path = tmp_path / "s"
+    small_store(path, class_names=["a", "b", "c"], inputs=np.zeros((50, 4), np.float32))
+    changes = {
+        "class names": (lambda m: m.update(class_names=["a", "b"]), "2 class names for 3 outputs"),
+        "shape overflow": (lambda m: m["layers"]["hidden"].update(shape=[1 << 32, 1 << 32, 1 << 32]),
+                           "layer 'hidden' has shape"),
+        "inputs shape overflow": (lambda m: m["inputs"].update(shape=[1 << 40, 1 << 40]), "'inputs.shape' is"),
+        "neurons": (lambda m: m["layers"]["hidden"].update(neurons=1 << 62), "layer 'hidden' has"),
+    }
+    change, message = changes[case]
+    _damage_manifest(path, change)
+    with pytest.raises(StoreError, match=f"Manifest of .* is corrupt: {message}"):
+        open_store(path)
+
+
+def test_open_refuses_damaged_metadata_or_graph_naming_the_file(tmp_path):
+    path = tmp_path / "s"
+    meta = pd.DataFrame({"a": np.arange(50)})
+    small_store(path, metadata=meta)
+    meta.iloc[:40].to_parquet(path / "metadata.parquet")
+    with pytest.raises(StoreError, match="metadata.parquet of .* has 40 metadata rows for 50 instances"):
+        open_store(path)
+    (path / "metadata.parquet").write_bytes(b"PAR1 not really")
+    with pytest.raises(StoreError, match="metadata.parquet of .* is not a readable parquet file"):
+        open_store(path)
+    meta.to_parquet(path / "metadata.parquet")
+    _damage_manifest(path, lambda m: m.update(graph_file="graph.json"))
+    for text in ("{not json", '{"format": "activis.graph", "version": 1, "nodes": [{"bogus": 1}], "modules": []}'):
+        (path / "graph.json").write_text(text)
+        with pytest.raises(StoreError, match="graph.json of .* is not a valid activis graph"):
+            open_store(path)
