@@ -12,6 +12,7 @@ The graph serialises to JSON (never pickle) so that a store can keep it and be o
 from __future__ import annotations
 
 import difflib
+import inspect
 import json
 import warnings
 from collections.abc import Iterable, Mapping
@@ -189,7 +190,7 @@ class ComputationGraph:
     def _value_source(self, node: GraphNode) -> GraphNode:
         """The node whose value ``node`` repeats, through no-op modules (Dropout in eval mode, Identity)."""
         for _ in range(len(self.nodes)):
-            module = self.modules.get(node.target) if node.op == "call_module" else None
+            module = self.modules.get(node.target if node.op == "call_module" else node.module_path)
             if module is None or module.type not in NO_OP_MODULES or len(node.inputs) != 1:
                 return node
             parent = self._by_name.get(node.inputs[0])
@@ -239,37 +240,78 @@ class ComputationGraph:
 
 # --------------------------------------------------------------------- extraction
 def extract_graph(model, example_input, *, tracer_leaf_modules: Iterable[type] = ()) -> ComputationGraph:
-    """Trace ``model`` on ``example_input`` (a tensor, or a tuple of positional inputs).
+    """Trace ``model`` on ``example_input``: a tensor, a tuple of positional inputs, or a dict of
+    inputs by name (a Hugging Face tokenizer's output: ``input_ids``, ``attention_mask``, ...).
 
-    Falls back to a forward-hook recording when ``torch.fx`` cannot trace the model, warning with
-    `GraphTraceWarning` and storing the reason in ``graph.note``.
+    Tries ``torch.fx`` first, then ``torch.export`` (which traces models fx cannot, transformers'
+    among them, down to aten operations that keep their module paths: ``graph.method`` is then
+    ``"export"``). When neither works it falls back to a forward-hook recording, warning with
+    `GraphTraceWarning` what was tried and what is lost, and storing the reasons in ``graph.note``.
     """
     import torch
 
-    args = example_input if isinstance(example_input, tuple) else (example_input,)
+    args, kwargs = call_arguments(model, example_input)
     modules = _module_tree(model)
     was_training = model.training
     model.eval()
     try:
+        reasons = []
         try:
+            if kwargs:
+                raise TypeError(f"it traces positional inputs only, and {list(kwargs)} follow a parameter not given")
             gm = _fx_trace(model, tuple(tracer_leaf_modules))
-        except Exception as exc:  # noqa: BLE001 - any tracing failure means: use the fallback
-            reason = f"torch.fx could not trace {type(model).__name__}: {type(exc).__name__}: {exc}"
-            reason = reason.splitlines()[0][:500]
-            warnings.warn(f"{reason}. Using a graph recorded with forward hooks instead "
-                          "(module calls in execution order; functional operations are not shown).",
-                          GraphTraceWarning, stacklevel=2)
+        except Exception as exc:  # noqa: BLE001 - any tracing failure means: try the next way
+            reasons.append(f"torch.fx: {type(exc).__name__}: {str(exc).strip().splitlines()[0][:300]}")
+        else:
             with torch.no_grad():
-                nodes = _hook_graph(model, args)
-            return ComputationGraph(nodes=nodes, modules=modules, method="hooks", note=reason,
-                                    model_type=type(model).__name__)
+                _shape_prop(model, gm, args)
+            return ComputationGraph(nodes=_fx_nodes(gm, model), modules=modules, method="fx",
+                                    model_type=type(model).__name__, graph_module=gm)
+        try:
+            gm = _export(model, args, kwargs)
+        except ModelInputError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - any export failure means: record with hooks
+            reasons.append(f"torch.export: {type(exc).__name__}: {str(exc).strip().splitlines()[0][:300]}")
+        else:
+            return ComputationGraph(nodes=_fx_nodes(gm, model, exported=True), modules=modules, method="export",
+                                    model_type=type(model).__name__, graph_module=gm)
+        reason = f"{type(model).__name__} could not be traced (" + "; ".join(reasons) + ")"
+        warnings.warn(f"{reason}. Using a graph recorded with forward hooks instead: it shows module calls in "
+                      "execution order but no functional operations (additions, activations called as functions), "
+                      "and capture can only tap module outputs. Make forward traceable (no control flow on the "
+                      "data) to get the full graph.", GraphTraceWarning, stacklevel=2)
         with torch.no_grad():
-            _shape_prop(model, gm, args)
-        nodes = _fx_nodes(gm, model)
-        return ComputationGraph(nodes=nodes, modules=modules, method="fx",
-                                model_type=type(model).__name__, graph_module=gm)
+            nodes = _hook_graph(model, args, kwargs)
+        return ComputationGraph(nodes=nodes, modules=modules, method="hooks", note=reason,
+                                model_type=type(model).__name__)
     finally:
         model.train(was_training)
+
+
+def call_arguments(model, example_input) -> tuple[tuple, dict]:
+    """(positional, keyword) arguments of ``model`` for one input: a dict is bound by parameter name."""
+    if isinstance(example_input, Mapping):
+        try:
+            bound = inspect.signature(model.forward).bind(**example_input)
+        except TypeError as exc:
+            raise ModelInputError(f"The inputs {list(example_input)} do not fit {type(model).__name__}.forward: "
+                                  f"{exc}.") from None
+        return tuple(bound.args), dict(bound.kwargs)
+    return (example_input if isinstance(example_input, tuple) else (example_input,)), {}
+
+
+def _export(model, args: tuple, kwargs: dict):
+    """``torch.export`` (non-strict) as an fx GraphModule that takes and returns what the model does."""
+    import torch
+
+    def dynamic(value):  # every size may vary (batch, sequence length), unless export proves it fixed
+        return {i: torch.export.Dim.AUTO for i in range(value.dim())} if isinstance(value, torch.Tensor) else None
+
+    shapes = {**dict(zip(inspect.signature(model.forward).parameters, [dynamic(a) for a in args])),
+              **{k: dynamic(v) for k, v in kwargs.items()}}
+    exported = torch.export.export(model, args, kwargs, dynamic_shapes=shapes, strict=False)
+    return exported.module()
 
 
 def _shape_prop(model, gm, args) -> None:
@@ -348,19 +390,23 @@ def _owner_path(node) -> str:
     return path
 
 
-def _fx_nodes(gm, model) -> list:
+def _fx_nodes(gm, model, exported: bool = False) -> list:
+    """Graph nodes from a traced module; an exported one leaves out its parameter reads and guards."""
     import torch
 
     named_modules = dict(model.named_modules())
     named_params = dict(model.named_parameters())
     named_params.update(dict(model.named_buffers()))
     nodes = []
-    placeholders = [n.meta.get("tensor_meta") for n in gm.graph.nodes if n.op == "placeholder"]
+    placeholders = [_meta(n) for n in gm.graph.nodes if n.op == "placeholder"]
     batch = int(placeholders[0].shape[0]) if placeholders and hasattr(placeholders[0], "shape") else None
+    skipped = {n.name for n in gm.graph.nodes if exported and (n.op == "get_attr" or str(n.target).startswith("_guards")
+                                                                or (n.op == "call_function" and _meta(n) is None))}
     for node in gm.graph.nodes:
-        meta = node.meta.get("tensor_meta")
-        shape, dtype, capturable = _describe_tensor(meta, batch)
-        inputs = [a.name for a in node.all_input_nodes]
+        if node.name in skipped:
+            continue
+        shape, dtype, capturable = _describe_tensor(_meta(node), batch)
+        inputs = [a.name for a in node.all_input_nodes if a.name not in skipped]
         num_params = 0
         if node.op == "call_module":
             target = str(node.target)
@@ -397,7 +443,13 @@ def _fx_nodes(gm, model) -> list:
     return nodes
 
 
-def _hook_graph(model, args) -> list:
+def _meta(node):
+    """A traced node's example value: ShapeProp's tensor_meta (fx) or the fake tensor (export)."""
+    meta = node.meta.get("tensor_meta")
+    return meta if meta is not None else node.meta.get("val")
+
+
+def _hook_graph(model, args, kwargs) -> list:
     """Record leaf-module calls in execution order, linking them by the tensors they pass on.
 
     An input tensor that no recorded call produced (it came from a functional operation) is linked
@@ -407,13 +459,15 @@ def _hook_graph(model, args) -> list:
 
     producers: dict[int, str] = {}
     nodes: list[GraphNode] = []
-    batch = int(args[0].shape[0]) if isinstance(args[0], torch.Tensor) and args[0].dim() else None
+    first = next((a for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor)), None)
+    batch = int(first.shape[0]) if first is not None and first.dim() else None
     calls: dict[str, int] = {}
     keep_alive: list = []  # tensors whose id() we hold must not be freed and reused
     input_names = []
-    for i, a in enumerate(args):
+    named = [(f"input_{i}" if len(args) + len(kwargs) > 1 else "x", a) for i, a in enumerate(args)]
+    for key, a in [*named, *kwargs.items()]:
         if isinstance(a, torch.Tensor):
-            name = f"input_{i}" if len(args) > 1 else "x"
+            name = key
             producers[id(a)] = name
             keep_alive.append(a)
             shape, dtype, _ = _describe_tensor(a)
@@ -477,7 +531,7 @@ def _hook_graph(model, args) -> list:
         if path and not list(mod.children()):
             handles.append(mod.register_forward_hook(make_hook(path, mod)))
     try:
-        result = model(*args)
+        result = model(*args, **kwargs)
     except Exception as exc:  # noqa: BLE001 - re-raised as what the user can act on
         raise input_error(model, args, repr(running[-1]) if running else "its forward", exc) from exc
     finally:

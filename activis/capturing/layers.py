@@ -37,7 +37,7 @@ class _Point:
 
 def _resolve(graph: ComputationGraph, name: str) -> _Point:
     by_target = [n for n in graph.nodes if n.op == "call_module" and n.target == name]
-    if graph.method == "fx":
+    if graph.method in ("fx", "export"):
         if name in graph and graph.node(name).op in ("call_module", "call_function", "call_method"):
             return _Point(name, name, True, channels_first=_channels_first(graph, graph.node(name)))
         if by_target:
@@ -232,6 +232,7 @@ def _fx_runner(graph: ComputationGraph, taps: list[tuple[str, _Tap]]) -> nn.Modu
     values: dict = {}
     result = new.graph_copy(gm.graph, values)
     new.output(result)
+    new._codegen = gm.graph._codegen  # an exported module's: takes and returns the model's own structures
     modules: dict[str, object] = {}
     by_name = {n.name: n for n in new.nodes}
     for i, (node_name, tap) in enumerate(taps):

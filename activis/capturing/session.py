@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import inspect
 import pathlib
 import time
 import warnings
@@ -14,7 +13,7 @@ import pandas as pd
 import torch
 from torch import nn
 
-from ..graph import extract_graph
+from ..graph import ModelInputError, call_arguments, extract_graph
 from ..store import MANIFEST, ActivationStore, StoreWriter, finish_shards, open_store, shard_ranges
 from . import pipeline as staging
 from .group import _Group
@@ -25,6 +24,7 @@ from .sources import _as_tensor, _batch_len, _label_rows, _make_source, _split_b
 
 AUTO_KEEP_INPUTS = 1024  # values per instance: a 32x32 image or a tabular row, not a photo
 PROBE_ROWS = 8
+UNDERFLOW_WARNING = 1e-3  # of a layer's values
 
 
 class _Session:
@@ -103,7 +103,8 @@ class _Session:
             raise CaptureError("The data holds no instances.")
         x, _ = self._unpack(first)
         example = self._to_device(x)
-        self.graph = extract_graph(self.model, self._positional(example))
+        args, _ = self._arguments(example)  # a dict is bound by name inside, as here
+        self.graph = extract_graph(self.model, example if isinstance(example, Mapping) else args)
         self._build_taps(existing)
         self._probe(example, x)
 
@@ -160,18 +161,14 @@ class _Session:
             return type(x)(self._to_device(v) for v in x)
         return self._to_device(_as_tensor(x))
 
-    def _positional(self, x) -> tuple:
-        """The model's positional arguments for one input (a dict is bound by parameter name)."""
+    def _arguments(self, x) -> tuple[tuple, dict]:
+        """The model's (positional, keyword) arguments for one input (a dict is bound by parameter name)."""
         if isinstance(x, Mapping):
             try:
-                bound = inspect.signature(self.model.forward).bind(**x)
-            except TypeError as exc:
-                raise CaptureError(f"The batch's keys {list(x)} do not fit {type(self.model).__name__}.forward: "
-                                   f"{exc}. Name the input with input_key=.") from None
-            if bound.kwargs:
-                raise CaptureError(f"Inputs {list(bound.kwargs)} are keyword-only; pass input_key=.")
-            return tuple(bound.args)
-        return tuple(x) if isinstance(x, (tuple, list)) else (x,)
+                return call_arguments(self.model, x)
+            except ModelInputError as exc:
+                raise CaptureError(f"{exc} Name the input with input_key=.") from None
+        return (tuple(x) if isinstance(x, (tuple, list)) else (x,)), {}
 
     # ----------------------------------------------------------------- taps
     def _build_taps(self, existing: ActivationStore | None) -> None:
@@ -213,7 +210,8 @@ class _Session:
         self.current.slot = slot
         for handle in self.hooks:
             handle.calls[0] = 0
-        out = self.runner(*self._positional(x))
+        args, kwargs = self._arguments(x)
+        out = self.runner(*args, **kwargs)
         missing = [name for name in self.plans if name not in slot.filled]
         if missing:
             raise CaptureError(f"Layers {missing} were not computed for this batch (the model's control flow "
@@ -246,7 +244,8 @@ class _Session:
             out = self._forward(example, slot)
             logits = self._logits(out)
             if self.runner is not self.model:
-                reference = self._logits(self.model(*self._positional(example)))
+                args, kwargs = self._arguments(example)
+                reference = self._logits(self.model(*args, **kwargs))
                 if not torch.allclose(logits.float(), reference.float(), rtol=1e-4, atol=1e-5, equal_nan=True):
                     raise CaptureError(f"The torch.fx trace of {type(self.model).__name__} does not reproduce its "
                                        "output (the trace fixed a branch the model takes differently); capture "
@@ -534,7 +533,14 @@ def _progress_bar(enabled: bool, total, initial: int, group: _Group):
 
 
 def _warn_nonfinite(store: ActivationStore) -> None:
-    bad = {name: c for name, c in store.nonfinite_counts.items() if any(c.values())}
+    """Warn of NaN, Inf and overflow wherever met; of underflow where it touches 0.1% of a layer's values
+    or more (a few tiny values near zero are common and harmless; they are counted either way)."""
+    counts = store.nonfinite_counts
+    for name, c in counts.items():
+        values = store.n_instances * (store.layer_spec(name).neurons if name in store.layers else 0)
+        if c["underflow"] < UNDERFLOW_WARNING * values:
+            c["underflow"] = 0
+    bad = {name: c for name, c in counts.items() if any(c.values())}
     if not bad:
         return
     lines = []

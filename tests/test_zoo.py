@@ -1,0 +1,152 @@
+"""Real architectures, end to end: graph, default layers, capture, stored values, the explorer.
+
+Hugging Face models come from small configs with random weights (no download); the others are the
+shapes real models have that toy ones lack: a branching block, recurrent layers. For each, the
+stored activations must equal a direct forward hook on the same module, reduced as the layer spec
+says.
+"""
+
+import warnings
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+import model_zoo as zoo
+from activis import Explorer, capture, extract_graph
+from activis.graph import GraphTraceWarning
+
+transformers = pytest.importorskip("transformers")
+
+N, T, VOCAB = 12, 7, 60
+
+
+def bert():
+    config = transformers.BertConfig(vocab_size=VOCAB, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+                                     intermediate_size=32, max_position_embeddings=16, num_labels=3)
+    return transformers.BertForSequenceClassification(config)
+
+
+def distilbert():
+    config = transformers.DistilBertConfig(vocab_size=VOCAB, dim=16, n_layers=2, n_heads=2, hidden_dim=32,
+                                           max_position_embeddings=16, num_labels=3)
+    return transformers.DistilBertForSequenceClassification(config)
+
+
+def gpt2():
+    config = transformers.GPT2Config(vocab_size=VOCAB, n_embd=16, n_layer=2, n_head=2, n_positions=16, num_labels=3,
+                                     pad_token_id=0, use_cache=False)  # a classifier keeps no cache
+    return transformers.GPT2ForSequenceClassification(config)
+
+
+class Branching(nn.Module):
+    """Two paths that meet (an inception-style block) and a skip connection."""
+
+    def __init__(self):
+        super().__init__()
+        self.left = nn.Sequential(nn.Conv2d(1, 4, 3, padding=1), nn.ReLU())
+        self.right = nn.Sequential(nn.Conv2d(1, 4, 1), nn.Tanh())
+        self.merge = nn.Conv2d(8, 8, 1)
+        self.head = nn.Linear(8, 3)
+
+    def forward(self, x):
+        h = torch.cat([self.left(x), self.right(x)], dim=1)
+        h = torch.relu(self.merge(h) + h)
+        return self.head(h.mean((2, 3)))
+
+
+class GRUClassifier(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Embedding(VOCAB, 8)
+        self.gru = nn.GRU(8, 12, batch_first=True)
+        self.head = nn.Linear(12, 3)
+
+    def forward(self, tokens):
+        out, _ = self.gru(self.embed(tokens))
+        return self.head(out[:, -1])
+
+
+def token_items(n=N):
+    g = torch.Generator().manual_seed(0)
+    ids = torch.randint(1, VOCAB, (n, T), generator=g)
+    mask = torch.ones(n, T, dtype=torch.long)
+    mask[::2, -2:] = 0
+    return [{"input_ids": ids[i], "attention_mask": mask[i], "label": i % 3} for i in range(n)]
+
+
+def stacked(items):
+    return {k: torch.stack([torch.as_tensor(it[k]) for it in items]) for k in items[0] if k != "label"}
+
+
+CASES = {
+    "bert": (bert, "transformers", {}),
+    "distilbert": (distilbert, "transformers", {}),
+    "gpt2": (gpt2, "transformers", {}),
+    "branching": (Branching, "images", {}),
+    "lstm": (zoo.LSTMClassifier, "tokens", {"select": {"lstm": 0}}),
+    "gru": (GRUClassifier, "tokens", {"select": {"gru": 0}}),
+}
+
+
+def data_for(kind):
+    g = torch.Generator().manual_seed(1)
+    if kind == "transformers":
+        return token_items()
+    if kind == "images":
+        return torch.randn(N, 1, 6, 6, generator=g)
+    return torch.randint(1, 50, (N, T), generator=g)
+
+
+def forward_inputs(kind, data):
+    if kind == "transformers":
+        return (), stacked(data)
+    return (data,), {}
+
+
+def reduce_like(spec, value: torch.Tensor) -> np.ndarray:
+    """What the store must hold for one module output, computed here from the layer spec."""
+    value = value.float()
+    if spec.reduction == "none" or value.dim() <= 2:
+        return value.reshape(len(value), -1).numpy()
+    if spec.neuron_kind == "channel":
+        return (value.flatten(2).amax(-1) if spec.reduction == "max" else value.flatten(2).mean(-1)).numpy()
+    return {"mean": value.mean(1), "max": value.amax(1), "first": value[:, 0], "last": value[:, -1]}[
+        spec.reduction].numpy()
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_a_real_architecture_end_to_end(name, tmp_path):
+    make, kind, options = CASES[name]
+    torch.manual_seed(0)
+    model = make().eval()
+    data = data_for(kind)
+    args, kwargs = forward_inputs(kind, data)
+    example = stacked(data[:4]) if kind == "transformers" else args[0][:4]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", GraphTraceWarning)  # every one gets a real graph
+        graph = extract_graph(model, example)
+    assert graph.method in ("fx", "export") and graph.default_layers()
+    store = capture(model, data, tmp_path / "s", batch_size=5, dtype="float32", progress=False, **options)
+    assert store.n_instances == N and set(graph.default_layers()) <= set(store.layers)
+    for layer in store.layers:  # each stored layer equals a hook on its module, reduced as declared
+        spec = store.layer_spec(layer)
+        node = store.graph.node(spec.node)  # the module whose call made the stored value
+        module = model.get_submodule(node.target if node.op == "call_module" else node.module_path)
+        seen = []
+        handle = module.register_forward_hook(lambda _m, _i, out, seen=seen: seen.append(out))
+        with torch.no_grad():
+            out = model(*args, **kwargs)
+        handle.remove()
+        value = seen[-1]
+        for key in spec.element or []:
+            value = value[key]
+        if not isinstance(value, torch.Tensor):  # a ModelOutput or a tuple: its first tensor
+            value = value[0]
+        np.testing.assert_allclose(store.activations(layer), reduce_like(spec, value), rtol=1e-4, atol=1e-5,
+                                   err_msg=f"{name}: layer {layer}")
+    logits = out.logits if hasattr(out, "logits") else out
+    np.testing.assert_allclose(store.outputs, logits.float().numpy(), rtol=1e-4, atol=1e-5)
+    explorer = Explorer(store, method="pca")
+    assert explorer.store is store
