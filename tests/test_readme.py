@@ -34,9 +34,13 @@ test_df, classes = df, names
 flags = np.arange(len(images)) % 7 == 0
 idx = [0, 1, 2]
 loader = DataLoader(test_set, batch_size=256)
+loss_fn = torch.nn.CrossEntropyLoss()
 """
-# the cockpit block trains the model it is given: give it the demo model's optimizer
-BEFORE_COCKPIT = "opt = torch.optim.SGD(model.parameters(), lr=0.01)"
+# blocks that train the model they are given (the demo's, from the first block) need its optimizer
+BEFORE = {"Cockpit(": "opt = torch.optim.SGD(model.parameters(), lr=0.01)",
+          # the cockpit's loop leaves its last batch in y
+          "checkup(": "optimizer = torch.optim.SGD(model.parameters(), lr=0.01)\n"
+                      "X, y = torch.from_numpy(images), torch.from_numpy(labels)"}
 
 
 def readme_blocks() -> list[str]:
@@ -53,8 +57,7 @@ def test_readme_blocks_run_twice_in_one_kernel(tmp_path):
         (tmp_path / f"pass{run}").mkdir()
         cells.append(nbformat.v4.new_code_cell(f"import os; os.chdir({str(tmp_path / f'pass{run}')!r})"))
         for block in readme_blocks():
-            if "Cockpit(" in block:
-                cells.append(nbformat.v4.new_code_cell(BEFORE_COCKPIT))
+            cells += [nbformat.v4.new_code_cell(setup) for key, setup in BEFORE.items() if key in block]
             cells.append(nbformat.v4.new_code_cell(block))
     nb = nbformat.v4.new_notebook(cells=cells)
     # raises CellExecutionError, with the cell and its traceback, at the first cell that fails
