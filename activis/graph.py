@@ -108,7 +108,13 @@ class ComputationGraph:
         return [(src, n.name) for n in self.nodes for src in n.inputs]
 
     def node(self, name: str) -> GraphNode:
-        return self._by_name[name]
+        try:
+            return self._by_name[name]
+        except (KeyError, TypeError):
+            close = difflib.get_close_matches(str(name), list(self._by_name), n=5, cutoff=0.5)
+            hint = f" Did you mean {', '.join(map(repr, close))}?" if close else ""
+            raise UnknownLayerError(f"No graph node named {name!r}.{hint} Nodes: "
+                                    f"{', '.join(self._by_name)}.") from None
 
     def __contains__(self, name: str) -> bool:
         return name in self._by_name
@@ -250,6 +256,8 @@ def extract_graph(model, example_input, *, tracer_leaf_modules: Iterable[type] =
     """
     import torch
 
+    if not isinstance(model, torch.nn.Module):
+        raise ModelInputError(f"extract_graph needs a torch.nn.Module, not {type(model).__name__}.")
     args, kwargs = call_arguments(model, example_input)
     modules = _module_tree(model)
     was_training = model.training
@@ -298,7 +306,11 @@ def call_arguments(model, example_input) -> tuple[tuple, dict]:
             raise ModelInputError(f"The inputs {list(example_input)} do not fit {type(model).__name__}.forward: "
                                   f"{exc}.") from None
         return tuple(bound.args), dict(bound.kwargs)
-    return (example_input if isinstance(example_input, tuple) else (example_input,)), {}
+    args = example_input if isinstance(example_input, tuple) else (example_input,)
+    if not args or not all(hasattr(a, "shape") and hasattr(a, "dtype") for a in args):
+        raise ModelInputError(f"The example input must be a tensor, a tuple of tensors or a dict of tensors by "
+                              f"name, not {_describe_value(example_input)}.")
+    return args, {}
 
 
 def _export(model, args: tuple, kwargs: dict):

@@ -315,27 +315,23 @@ def _enter_cockpit(w, **kwargs):
 # a strict xfail each, so a fix makes it XPASS and the mark has to go
 _BUILTIN = "a builtin error class (the message is clear)"
 KNOWN = {
-    **{name: ("wrong", "a raw error from torch.fx / inside activis that does not name the problem (#12 item 11)")
-       for name in ("graph-input-none", "graph-wrong-width", "graph-long-input", "graph-text-input",
-                    "capture-wrong-width")},
     **{name: ("wrong", "an AttributeError from inside activis: the argument's type is not checked")
-       for name in ("graph-not-a-model", "capture-not-a-model", "subset-panel-not-subsets", "graph-view-not-a-graph",
+       for name in ("subset-panel-not-subsets", "graph-view-not-a-graph",
                     "explorer-not-a-store")},
     "graph-from-json-garbage": ("wrong", "a raw json.JSONDecodeError"),
     "selection-bad-pin": ("wrong", "a raw int() ValueError that does not say which argument"),
-    "graph-node-unknown": ("unclear", "a bare KeyError('nope') that lists no nodes"),
     **{name: ("wrong", "accepted without a word") for name in (
         "graph-leaf-not-type", "layer-spec-bad-dtype", "layer-spec-negative", "subset-panel-unknown-active",
         "selection-bad-brush")},
     "write-store-mismatched-rows": ("unclear", "a builtin ValueError about 'batch of 5 rows', not the 4 labels"),
     **{name: ("unclear", _BUILTIN) for name in (
-        "graph-from-dict-empty", "capture-onto-existing-store", "store-unknown-layer", "store-layer-spec-unknown",
+        "graph-from-dict-empty", "capture-onto-existing-store",
         "store-column-unknown", "store-section-bad-name", "write-store-over-existing", "write-store-3d-layer",
-        "write-store-class-names-short", "write-store-bad-outputs", "subset-aggregate-unknown-layer",
-        "projection-unknown-layer", "matrix-unknown-layer", "matrix-bad-instance",
-        "matrix-bad-statistic", "matrix-sort-unknown-row", "matrix-remove-unknown-row", "projection-view-unknown-layer",
+        "write-store-class-names-short", "write-store-bad-outputs",
+        "matrix-unknown-layer", "matrix-bad-instance",
+        "matrix-bad-statistic", "matrix-sort-unknown-row", "matrix-remove-unknown-row",
         "projection-view-bad-color", "projection-view-bad-neuron", "instance-panel-bad-pin", "instance-panel-bad-sort",
-        "instance-panel-bad-layer", "instance-panel-sort-length", "explorer-unknown-layer",
+        "instance-panel-sort-length", "explorer-unknown-layer",
         "cockpit-panel-bad-source")},
 }
 CASES = GRAPH + CAPTURE + STORE + SUBSETS + PROJECTION + COCKPIT + LOG + WIDGETS

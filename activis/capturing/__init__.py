@@ -82,6 +82,8 @@ def capture(model: nn.Module, data, path, *, layers: Iterable[str] | None = None
     Returns the opened store. Ctrl-C raises `CaptureInterrupted` once the batches in flight are
     committed.
     """
+    if not isinstance(model, nn.Module):
+        raise CaptureError(f"capture needs a torch.nn.Module as its model, not {type(model).__name__}.")
     options = _Options({k: v for k, v in locals().items() if k not in ("model", "data", "path", "distributed")})
     group = _Group.of(distributed)
     session = _Session(model, data, pathlib.Path(path), options, group)
