@@ -72,7 +72,8 @@ class LayerSpec:
     ``channel`` of a convolutional feature map, or a ``feature`` of a sequence; ``reduction`` how
     the other axes were folded (``mean``/``max`` over positions, ``first``/``last`` step, or
     ``none`` when the column is one element of the flattened output). ``node`` is the graph node
-    the values come from, ``element`` the index path into a tuple or dict output.
+    the values come from, ``element`` the index path into a tuple or dict output, ``layout``
+    ``"channels_last"`` for a feature map whose channels are its last dimension.
     """
 
     neurons: int
@@ -82,6 +83,7 @@ class LayerSpec:
     shape: list[int] | None = None  # the layer's full output shape per instance
     node: str | None = None
     element: list | None = None
+    layout: str | None = None  # "channels_last": a channel's values are the last dimension, (N, H, W, C)
 
 
 @dataclass

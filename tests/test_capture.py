@@ -723,3 +723,48 @@ def test_a_recurrent_block_is_not_left_out_silently(tmp_path):
     assert store.layers == ["embed", "head"]
     chosen = run(zoo.LSTMClassifier(), x, tmp_path / "t", select={"lstm": 0})  # select alone adds it
     assert chosen.layers == ["embed", "head", "lstm"] and chosen.layer_spec("lstm").neurons == 24
+
+
+class ConvNeXtBlock(nn.Module):
+    """ConvNeXt's block: a depthwise conv, then LayerNorm and Linears on (N, H, W, C), permuted back."""
+
+    def __init__(self, c=6):
+        super().__init__()
+        self.dwconv = nn.Conv2d(c, c, 3, padding=1, groups=c)
+        self.norm = nn.LayerNorm(c)
+        self.pwconv = nn.Linear(c, 2 * c)
+        self.act = nn.GELU()
+        self.head = nn.Linear(2 * c, 3)
+
+    def forward(self, x):
+        h = self.dwconv(x).permute(0, 2, 3, 1)  # Swin and ConvNeXt keep their stages channels-last
+        h = self.act(self.pwconv(self.norm(h)))
+        return self.head(h.mean((1, 2)))
+
+
+def test_channels_last_feature_maps_get_channel_neurons(tmp_path):
+    torch.manual_seed(0)
+    model, x = ConvNeXtBlock().eval(), torch.randn(10, 6, 5, 5)
+    store = run(model, x, tmp_path / "s", layers=["dwconv", "norm", "act"], dtype="float32")
+    with torch.no_grad():
+        conv = model.dwconv(x)
+        normed = model.norm(conv.permute(0, 2, 3, 1))
+        act = model.act(model.pwconv(normed))
+    assert [store.layer_spec(n).neurons for n in store.layers] == [6, 6, 12]
+    assert [store.layer_spec(n).layout for n in store.layers] == [None, "channels_last", "channels_last"]
+    np.testing.assert_allclose(store.activations("dwconv"), conv.mean((2, 3)).numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(store.activations("norm"), normed.mean((1, 2)).numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(store.activations("act"), act.mean((1, 2)).numpy(), rtol=1e-5, atol=1e-6)
+
+
+class Undecidable(nn.Module):
+    def forward(self, x):
+        return torch.relu(x).flatten(1)[:, :3]
+
+
+def test_a_feature_map_of_unknown_layout_asks_for_layout(tmp_path):
+    x = torch.randn(6, 4, 3, 3)
+    with pytest.raises(CaptureError, match=r"does not tell whether .*layout=\{'relu': 'channels'\}"):
+        run(Undecidable(), x, tmp_path / "s", layers=["relu"])
+    store = run(Undecidable(), x, tmp_path / "t", layers=["relu"], layout={"relu": "channels_last"})
+    assert store.layer_spec("relu").neurons == 3 and store.layer_spec("relu").layout == "channels_last"

@@ -135,7 +135,7 @@ CAPTURE = [
     ("capture-bad-reduce-layer", lambda w: w.capture(w.model, (w.x, w.y), w.new, reduce={"nope": "mean"}),
      r"nope"),
     ("capture-bad-layout", lambda w: w.capture(w.model, (w.x, w.y), w.new, layout={"0": "diagonal"}),
-     r"one of 'channels', 'sequence', not 'diagonal'"),
+     r"one of 'channels', 'sequence', 'channels_last', not 'diagonal'"),
     ("capture-resume-and-overwrite", lambda w: w.capture(w.model, (w.x, w.y), w.store_path, resume=True,
                                                         overwrite=True), r"resume.*overwrite"),
 ]

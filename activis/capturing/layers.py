@@ -33,9 +33,50 @@ class _Point:
     module: str | None = None
     call: int | None = None  # which call of the module per forward; None: the last
     channels_first: bool = False  # a 3-D value (N, C, L) made by a 1-d convolution, norm or pool
+    image_layout: str | None = None  # a 4-D value: "channels" (N, C, H, W), "channels_last" (N, H, W, C), unknown
 
 
 def _resolve(graph: ComputationGraph, name: str) -> _Point:
+    point = _locate(graph, name)
+    node = graph.node(point.node) if point.node is not None and point.node in graph else None
+    point.image_layout = _image_layout(graph, node, graph.modules[point.module].type if point.module else None)
+    return point
+
+
+# modules that act on the last dimension: a 4-D value they make is (N, H, W, C)
+LAST_DIMENSION = {"Linear", "LayerNorm", "linear", "layer_norm", "RMSNorm", "rms_norm"}
+
+
+def _image_layout(graph: ComputationGraph, node, module_type: str | None) -> str | None:
+    """Where a 4-D value keeps its channels, judged from what made it: a 2-d convolution, norm or pool
+    (channels second), a Linear or a LayerNorm on the last dimension, or a permute that moved the
+    channels there (channels last); looking back through operations that keep the shape."""
+    if node is None:
+        return None if module_type is None else "channels_last" if module_type in LAST_DIMENSION \
+            else "channels" if module_type.endswith("2d") else None
+    for _ in range(32):
+        kind = graph.modules[node.target].type if node.op == "call_module" and node.target in graph.modules \
+            else node.kind
+        if kind.endswith("2d") or kind in ("conv2d", "max_pool2d", "avg_pool2d", "batch_norm"):
+            return "channels"
+        if kind in LAST_DIMENSION:
+            return "channels_last"
+        parent = graph.node(node.inputs[0]) if node.inputs and node.inputs[0] in graph else None
+        if parent is None or parent.shape is None or node.shape is None or len(node.shape) != 4:
+            return None
+        if kind in ("permute", "permute.default", "transpose", "transpose.int") and parent.shape != node.shape:
+            if parent.shape[1] == node.shape[3] and parent.shape[2:] == node.shape[1:3]:
+                return "channels_last"
+            if parent.shape[3] == node.shape[1] and parent.shape[1:3] == node.shape[2:]:
+                return "channels"
+            return None
+        if parent.shape != node.shape:
+            return None
+        node = parent
+    return None
+
+
+def _locate(graph: ComputationGraph, name: str) -> _Point:
     by_target = [n for n in graph.nodes if n.op == "call_module" and n.target == name]
     if graph.method in ("fx", "export"):
         if name in graph and graph.node(name).op in ("call_module", "call_function", "call_method"):
@@ -135,14 +176,15 @@ class _LayerPlan:
             raise CaptureError(f"Layer {self.name!r} outputs {_describe(value)}: its first dimension is not the "
                                f"batch ({n} instances). Choose another layer (an RNN needs batch_first=True).")
         shape = [int(s) for s in value.shape[1:]]
+        layout = self.layout
         if value.dim() <= 2:
             kind, reduction = "unit", "none"
             if self.reduction not in (None, "none"):
                 raise CaptureError(f"Layer {self.name!r} outputs one vector per instance; reduce={self.reduction!r} "
                                    "does not apply to it.")
         else:
-            layout = self.layout or ("channels" if value.dim() > 3 or self.point.channels_first else "sequence")
-            if layout == "channels":
+            layout = self.layout or self._layout_of(value)
+            if layout in ("channels", "channels_last"):
                 kind, reduction = "channel", self.reduction or self.channel_reduction
                 if reduction not in CHANNEL_REDUCTIONS:
                     raise CaptureError(f"Layer {self.name!r} is a feature map (N, C, ...): reduce it by "
@@ -154,11 +196,28 @@ class _LayerPlan:
                                        "(N, T, F).")
             if reduction == "none":
                 kind = "unit"
-        neurons = int(np.prod(shape if reduction == "none" else shape[:1] if kind == "channel" else shape[-1:],
+        if layout == "channels_last" and value.dim() != 4:
+            raise CaptureError(f"Layer {self.name!r} outputs {_describe(value)}: layout 'channels_last' is for "
+                               "(N, H, W, C) feature maps; use 'channels' or 'sequence'.")
+        last = kind == "channel" and layout == "channels_last"
+        channels = shape[-1:] if last else shape[:1]
+        neurons = int(np.prod(shape if reduction == "none" else channels if kind == "channel" else shape[-1:],
                               dtype=np.int64)) if shape else 1
         self.spec = LayerSpec(neurons=neurons, dtype=self.dtype, neuron_kind=kind, reduction=reduction,
-                              shape=shape, node=self.point.node, element=self.element)
+                              shape=shape, node=self.point.node, element=self.element,
+                              layout="channels_last" if last else None)
         return self.spec
+
+    def _layout_of(self, value: torch.Tensor) -> str:
+        if value.dim() == 3:
+            return "channels" if self.point.channels_first else "sequence"
+        if value.dim() > 4:
+            return "channels"
+        if self.point.image_layout is None:
+            raise CaptureError(f"Layer {self.name!r} outputs {_describe(value)}, and the graph does not tell whether "
+                               "it is (N, C, H, W) or channels-last (N, H, W, C); say which with layout="
+                               f"{{{self.name!r}: 'channels'}} or {{{self.name!r}: 'channels_last'}}.")
+        return self.point.image_layout
 
     def rows(self, value: torch.Tensor) -> torch.Tensor:
         """(n, neurons) view or reduction of one batch's value."""
@@ -174,6 +233,8 @@ class _LayerPlan:
         if spec.reduction == "none" or value.dim() <= 2:
             return value.reshape(n, -1)
         if spec.neuron_kind == "channel":
+            if spec.layout == "channels_last":
+                value = value.movedim(-1, 1)
             # over the flattened positions: torch's sum and amax along one inner axis are 2-3x faster
             # here than mean or amax over several axes
             positions = value.flatten(2)
@@ -188,7 +249,8 @@ class _LayerPlan:
         return value[:, 0] if spec.reduction == "first" else value[:, -1]
 
     def _neurons_of(self, value) -> int:
-        return int(value.shape[1] if self.spec.neuron_kind == "channel" else value.shape[-1])
+        first = self.spec.neuron_kind == "channel" and self.spec.layout != "channels_last"
+        return int(value.shape[1] if first else value.shape[-1])
 
 
 @dataclass

@@ -11,7 +11,7 @@ from ..store import OUTPUT_KINDS
 STORAGE_DTYPES = {"float16": np.float16, "float32": np.float32}
 CHANNEL_REDUCTIONS = ("mean", "max", "none")
 SEQUENCE_REDUCTIONS = ("mean", "max", "first", "last", "none")
-LAYOUTS = ("channels", "sequence")
+LAYOUTS = ("channels", "sequence", "channels_last")
 
 
 class CaptureError(ValueError):
