@@ -43,14 +43,8 @@ BEFORE = {"Cockpit(": "opt = torch.optim.SGD(model.parameters(), lr=0.01)",
                       "X, y = torch.from_numpy(images), torch.from_numpy(labels)"}
 
 
-# blocks written against data the README never builds, by a marker they contain: the reason is the value
-NOT_RUNNABLE = {"compare_stores(store_a, store_b)": "the evaluation example speaks of a cat/dog store, two stores "
-                                                   "and two runs that no earlier block makes"}
-
-
 def readme_blocks() -> list[str]:
-    blocks = re.findall(r"^```python\n(.*?)^```", README.read_text(encoding="utf-8"), flags=re.S | re.M)
-    return [b for b in blocks if not any(marker in b for marker in NOT_RUNNABLE)]
+    return re.findall(r"^```python\n(.*?)^```", README.read_text(encoding="utf-8"), flags=re.S | re.M)
 
 
 def test_readme_has_python_blocks():
