@@ -57,7 +57,7 @@ def test_planted_metadata_slice_is_found_first(tmp_path):
     assert top.kind == "metadata" and "city == 'rome'" in top.description and "age" in top.description
     assert top.significant and top.p_adjusted <= 0.05 and top.lift > 3
     assert top.value == pytest.approx((~store.instances.correct.to_numpy())[top.members].mean())
-    assert report.tested["metadata"] > 100 and report.correction == "holm"
+    assert report.tested["2-predicate"] > 100 and report.correction == "holm"
     assert "rome" in repr(report) and list(report.to_frame().columns)[:3] == ["name", "kind", "size"]
 
 
@@ -71,7 +71,7 @@ def test_planted_latent_group_is_found_in_activation_space(tmp_path):
     best = max(found, key=lambda s: jaccard(s.members, inside))
     assert best.layer == "fc" and len(best.neurons) == 5 and best.neurons[0][1] > 0  # the shifted neurons go up
     assert best.definition.kind == "indices"
-    assert set(report.tested) == {"metadata", "activations"}
+    assert set(report.tested) == {"1-predicate", "2-predicate", "3-predicate", "activation-group"}
 
 
 def test_no_slice_on_data_without_one(tmp_path):

@@ -2,8 +2,9 @@
 
 Two searches, each its own family of tests: conjunctions of predicates over metadata columns
 (SliceLine's exact lattice search, `lattice`), and, given a layer, groups in its activation space
-where errors concentrate (an error-aware mixture, `activations`). When both run, each family is
-tested at alpha / 2 (Bonferroni across the two), so the level holds for the report as a whole.
+where errors concentrate (an error-aware mixture, `activations`). The slices of one predicate, of two, ..., and the
+activation groups are each a family of tests with an equal share of alpha (Bonferroni across
+families, see `significance`), so the level holds for the report as a whole.
 Slices are ranked by SliceLine's score, near-duplicates (Jaccard overlap above ``max_overlap`` with
 a better slice) are dropped, and each comes with a `Subset` definition that gives exactly its
 members: a query for a metadata slice, the member indices for an activation group.
@@ -22,9 +23,9 @@ import pandas as pd
 from ..subsets import Subset
 from . import activations as space
 from .errors import SliceError
-from .lattice import ErrorBits, Scoring, pack, popcount, search
+from .lattice import ErrorBits, Scoring, pack, pair_sizes, popcount, search
 from .predicates import Predicate, check_columns, default_columns, predicates
-from .significance import CORRECTIONS, adjust, p_bounds, p_values
+from .significance import CORRECTIONS, adjust, families, p_bounds, p_values
 
 METRICS = ("error", "loss")
 RANKINGS = ("significance", "score")
@@ -32,6 +33,7 @@ DESCRIBE_WITH = 16  # single predicates tried in pairs when describing an activa
 POOL = 160  # best-scoring slices compared with each other before the top ones are picked
 CONTAINED = 0.95  # a slice with this share of its members in another lies inside it
 REDUNDANT_P = 1e-3  # a sub-slice must be worse than the rest of its super-slice at this p to be kept
+COHERENT_P = 0.05  # a super-slice is kept when, outside its worse part, it is still worse than the whole at this p
 
 
 @dataclass(frozen=True)
@@ -184,38 +186,42 @@ def discover_slices(store, layer: str | None = None, *, columns: Sequence[str] |
         return report
     scoring = Scoring(n=len(rows), mean_error=total / len(rows), min_support=support, weight=float(error_weight))
     binary = bool(np.isin(errors, (0.0, 1.0)).all())
-    family_alpha = alpha / (2 if layer is not None else 1)
     keep = max(4 * int(top_k), 20)
     share = 0.6 if layer is not None else 1.0
     say = progress or (lambda fraction, message: None)
 
     found, notes = predicates(table, columns, n_bins=int(n_bins), min_support=support, rows=rows)
     report.notes.extend(notes)
+    features = np.array([columns.index(p.column) for p in found], np.int64)
+    # the families, fixed by the metadata alone before any error is looked at (see `significance`)
+    family_sizes = [n for n in families(pair_sizes(np.stack([p.mask for p in found])), features, support,
+                                        int(max_level)) if n > 0] if found else []
+    n_families = len(family_sizes) + (layer is not None)
     candidates: list[_Candidate] = []
     if found:
         masks = np.stack([p.mask for p in found])
-        features = np.array([columns.index(p.column) for p in found])
         lattice = search(masks, features, errors, scoring, max_level=int(max_level), keep=keep,
                          max_candidates=int(max_candidates), deadline=deadline, stop=stop,
                          progress=lambda f, m: say(share * f, f"metadata {m}"))
         report.complete &= lattice.complete
         report.notes.extend(lattice.notes)
-        report.tested["metadata"] = lattice.tried
-        candidates += _lattice_candidates(lattice, masks, errors, scoring, binary, correction, keep)
+        report.tested.update({_family_name(level): n for level, n in enumerate(family_sizes, 1)})
+        candidates += _lattice_candidates(lattice, masks, errors, scoring, binary, correction, keep, family_sizes,
+                                          n_families)
     else:
         report.notes.append("no metadata predicate holds enough instances: no metadata slice was searched")
     groups = None
     if layer is not None:
         say(share, f"activation groups at {layer}")
         groups = _activation_groups(store, layer, rows, labels[rows], errors, scoring, binary, correction,
-                                    n_components, int(pca_dims), seed)
-        report.tested["activations"] = groups["tested"]
+                                    n_components, int(pca_dims), seed, n_families)
+        report.tested["activation-group"] = groups["tested"]
         candidates += groups["candidates"]
-    chosen = _rank(candidates, errors, scoring, binary, family_alpha, significant_only, drop_redundant, max_overlap,
+    chosen = _rank(candidates, errors, scoring, binary, float(alpha), significant_only, drop_redundant, max_overlap,
                    int(top_k), rank_by)
     searched = _searched_rows(labels, rows, n_all)
     for candidate in chosen:
-        report.slices.append(_make_slice(candidate, layer, rows, found, groups, metric_name, scoring, family_alpha,
+        report.slices.append(_make_slice(candidate, layer, rows, found, groups, metric_name, scoring, float(alpha),
                                          searched))
     say(1.0, f"{len(report.slices)} slice(s) found")
     report.seconds = time.perf_counter() - started
@@ -244,7 +250,12 @@ def _metric(store, table: pd.DataFrame, metric) -> tuple[np.ndarray, str]:
     return values, "metric"
 
 
-def _lattice_candidates(lattice, masks, errors, scoring, binary, correction, keep) -> list[_Candidate]:
+def _family_name(level: int) -> str:
+    return f"{level}-predicate"
+
+
+def _lattice_candidates(lattice, masks, errors, scoring, binary, correction, keep, family_sizes,
+                        n_families) -> list[_Candidate]:
     starts = np.cumsum([0] + [len(level.sizes) for level in lattice.levels])
     sizes = np.concatenate([level.sizes for level in lattice.levels])
     sums = np.concatenate([level.errors for level in lattice.levels])
@@ -271,14 +282,18 @@ def _lattice_candidates(lattice, masks, errors, scoring, binary, correction, kee
     p = bounds.copy()
     exact = p_values(exact_sizes, exact_sums, n=scoring.n, total=total, binary=binary, variance=variance)
     p[top] = np.minimum(p[top], exact) if binary else exact
-    adjusted = adjust(p, lattice.tried, correction)
+    # each level is its own family, corrected over all its conjunctions, at alpha / n_families
+    adjusted = np.ones_like(p)
+    for level, family in enumerate(family_sizes[: len(starts) - 1]):
+        part = slice(starts[level], starts[level + 1])
+        adjusted[part] = np.minimum(1.0, n_families * adjust(p[part], family, correction))
     for c, i in zip(out, top):
         c.p_value, c.p_adjusted = float(p[i]), float(adjusted[i])
     return out
 
 
 def _activation_groups(store, layer, rows, labels, errors, scoring, binary, correction, n_components,
-                       pca_dims, seed) -> dict:
+                       pca_dims, seed, n_families) -> dict:
     rng = np.random.default_rng(seed)
     fit = np.zeros(len(rows), bool)
     fit[rng.permutation(len(rows))[: len(rows) // 2]] = True
@@ -302,7 +317,7 @@ def _activation_groups(store, layer, rows, labels, errors, scoring, binary, corr
     p = p_values(np.maximum(test_sizes, 1), test_errors, n=int(test.sum()), total=float(errors[test].sum()),
                  binary=binary, variance=float(errors[test].var()))
     p = np.where(test_sizes > 0, p, 1.0)
-    adjusted = adjust(p, n_groups, correction)
+    adjusted = np.minimum(1.0, n_families * adjust(p, n_groups, correction))
     contrast = space.neuron_contrast(activations, rows, groups, n_groups)
     candidates = []
     for g in range(n_groups):
@@ -324,7 +339,10 @@ def _rank(candidates: list[_Candidate], errors: np.ndarray, scoring: Scoring, bi
 
     A slice nearly inside a larger one is dropped when it is not clearly worse than the rest of
     that one (a sub-slice picked for its noise); a slice around a smaller one is dropped when it is
-    no worse than the whole set outside that one (it is bad only because of what it contains).
+    no worse than the whole set outside that one (it is bad only because of what it contains). The
+    bar for keeping the larger one is lower: a group whose errors are uneven (a corrupted kind of
+    input fails more often in one part) is still one coherent failure, and its worst part alone
+    misses most of it.
     The rest are ranked (by adjusted p-value, or by SliceLine's score) and a slice overlapping a
     better-ranked one by more than ``max_overlap`` (Jaccard) is skipped.
     """
@@ -353,7 +371,7 @@ def _rank(candidates: list[_Candidate], errors: np.ndarray, scoring: Scoring, bi
     redundant = np.zeros(len(pool), bool)
     small_explained = worse_than_rest >= REDUNDANT_P  # per pair, one of the two says it all
     redundant[small[small_explained]] = True
-    redundant[large[~small_explained & (worse_outside >= REDUNDANT_P)]] = True
+    redundant[large[~small_explained & (worse_outside >= COHERENT_P)]] = True
     kept = np.flatnonzero(~redundant) if drop_redundant else np.arange(len(pool))
     chosen: list[int] = []
     for i in kept:

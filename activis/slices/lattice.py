@@ -22,6 +22,7 @@ import numpy as np
 BATCH_WORDS = 4 << 20  # words ANDed between two looks at the clock (and the progress bar)
 PARENT_BYTES = 256 << 20  # bitsets of the slices one level may extend
 PLANES = 10  # bits of a non-binary metric's fixed-point value
+PAIR_WORDS = 16 << 20  # words ANDed, at most, to size every pair of base predicates for the families
 
 
 def pack(masks: np.ndarray) -> np.ndarray:
@@ -35,6 +36,18 @@ def pack(masks: np.ndarray) -> np.ndarray:
 
 def popcount(bits: np.ndarray) -> np.ndarray:
     return np.bitwise_count(bits).sum(axis=-1, dtype=np.int64)
+
+
+def pair_sizes(masks: np.ndarray, budget: int = PAIR_WORDS) -> np.ndarray | None:
+    """The size of every pair of base predicates (k x k), or None when that would AND more than
+    ``budget`` words (the family is then bounded without them, see `significance.families`)."""
+    bits = pack(masks)
+    if len(bits) ** 2 * bits.shape[1] // 2 > budget:
+        return None
+    sizes = np.zeros((len(bits), len(bits)), np.int64)
+    for i in range(len(bits)):
+        sizes[i, i:] = sizes[i:, i] = popcount(bits[i] & bits[i:])
+    return sizes
 
 
 @functools.cache

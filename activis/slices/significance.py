@@ -6,13 +6,19 @@ hypergeometric (N rows, K errors, s drawn), which gives an exact one-sided p-val
 metric the slice mean is compared with its permutation distribution's mean and variance (a z-test
 with the finite-population correction).
 
-The p-values are corrected over every candidate the search made, evaluated or pruned unevaluated
-by its bound (those count as p = 1, which only makes the correction stricter). ``holm`` (the
-default) controls the family-wise error rate under any dependence between the tests, and overlapping
-slices are strongly dependent: with probability 1 - alpha no reported slice is a fluke, so on data
-without a slice nothing is reported in (at least) 1 - alpha of the cases. ``bh`` (Benjamini-Hochberg)
-controls the expected fraction of false slices among those reported (under positive dependence)
-and finds more when many slices are real.
+The tests form families fixed before the errors are looked at: the slices of one predicate, of
+two, of three (every conjunction of base predicates of distinct columns, each holding at least the
+minimum support; only the metadata decides which), and the activation groups. Each family gets an
+equal share of alpha (Bonferroni across families: the level holds for the report as a whole), so a
+short slice is not drowned by the millions of long ones. Within a family the correction counts
+every member, the ones the search pruned unevaluated included (as p = 1, which only makes it
+stricter): a count that depended on the errors (say, the candidates the search happened to make)
+would not be a valid family. ``holm`` (the default) controls the family-wise error rate under any
+dependence between the tests, and overlapping slices are strongly dependent: with probability
+1 - alpha no reported slice is a fluke, so on data without a slice nothing is reported in (at least)
+1 - alpha of the cases. ``bh`` (Benjamini-Hochberg) controls the expected fraction of false slices
+among those reported (under positive dependence) and finds more when many slices are real; the
+shares add up for it too, as the false share of all reports is at most the sum of each family's.
 """
 
 from __future__ import annotations
@@ -51,6 +57,37 @@ def p_bounds(sizes, errors, *, n: int, total: float) -> np.ndarray:
     kl = np.nan_to_num(kl, nan=0.0, posinf=0.0)
     kl = np.where(rate == 1.0, -np.log(base), np.where(rate == 0.0, -np.log(1 - base), kl))
     return np.where(rate > base, np.exp(-sizes * kl), 1.0)
+
+
+def conjunctions(counts, max_level: int) -> list[int]:
+    """How many conjunctions of 1..``max_level`` predicates of distinct columns there are, given each
+    column's number of predicates: the elementary symmetric polynomials of ``counts``."""
+    sums = [1] + [0] * max_level
+    for c in counts:
+        for level in range(max_level, 0, -1):
+            sums[level] += sums[level - 1] * int(c)
+    return sums[1:]
+
+
+def families(pair_sizes: np.ndarray | None, features: np.ndarray, min_support: int, max_level: int) -> list[int]:
+    """Upper bounds of the number of slices of 1..``max_level`` predicates that hold ``min_support`` rows.
+
+    Only the metadata decides them (a conjunction's size does not depend on the errors), so they are
+    a valid family whatever the errors turn out to be. With ``pair_sizes`` (the size of every pair of
+    base predicates) the pairs are counted exactly and the triples by those whose three pairs are
+    all large enough (a triple is no larger than any of its pairs); otherwise, and beyond three,
+    every conjunction of distinct columns counts.
+    """
+    counts = conjunctions(np.bincount(features), max_level)
+    if pair_sizes is None:
+        return counts
+    large = (pair_sizes >= min_support) & (features[:, None] != features[None, :])
+    np.fill_diagonal(large, False)
+    large = large.astype(np.float64)
+    exact = [int((np.diag(pair_sizes) >= min_support).sum()), int(large.sum()) // 2]
+    if max_level >= 3:
+        exact.append(int(round(float(((large @ large) * large).sum()))) // 6)
+    return [min(a, b) for a, b in zip(exact, counts)] + counts[len(exact):]
 
 
 def adjust(p: np.ndarray, tried: int, method: str) -> np.ndarray:
