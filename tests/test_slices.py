@@ -10,9 +10,9 @@ from scipy import stats
 
 import activis
 from activis.slices import SliceError, discover_slices
-from activis.slices.lattice import Scoring, search
+from activis.slices.lattice import Scoring, pair_sizes, search
 from activis.slices.predicates import predicates
-from activis.slices.significance import adjust, p_bounds, p_values
+from activis.slices.significance import adjust, conjunctions, families, p_bounds, p_values
 from activis.store import write_store
 
 
@@ -167,6 +167,34 @@ def test_p_values_bounds_and_corrections():
     assert np.allclose(adjust(p, 4, "holm"), [0.004, 0.06, 0.06, 0.5])
     assert np.allclose(adjust(p, 4, "bh"), [0.004, 0.04, 0.04, 0.5])
     assert np.allclose(adjust(p, 10, "holm")[0], 0.01)  # untested candidates count
+
+
+def test_families_are_fixed_by_sizes_and_bound_every_slice_that_can_hold_the_support():
+    rng = np.random.default_rng(0)
+    masks = rng.random((12, 60)) < rng.uniform(0.2, 0.8, (12, 1))
+    features = np.repeat(np.arange(4), 3)
+    sizes = pair_sizes(masks)
+    large = {level: [c for c in itertools.combinations(range(12), level) if len(set(features[list(c)])) == level
+                     and np.logical_and.reduce(masks[list(c)]).sum() >= 8] for level in (1, 2, 3)}
+    got = families(sizes, features, 8, 3)
+    assert got[:2] == [len(large[1]), len(large[2])]  # exact for one and two predicates
+    assert len(large[3]) <= got[2] < conjunctions(np.bincount(features), 3)[2]  # triples bounded by their pairs
+    assert conjunctions([3, 3, 3, 3], 3) == [12, 54, 108]
+    assert families(None, features, 8, 3) == [12, 54, 108]  # no pair sizes: every conjunction counts
+    assert pair_sizes(masks, budget=10) is None
+
+
+def test_a_coherent_group_is_kept_over_its_worse_part(tmp_path):
+    # a corrupted group fails unevenly: nearly always where age > 72, more often than the rest elsewhere; the
+    # rest of it is worse than the whole (p < 0.05) though not overwhelmingly (p > 1e-3), and the group is kept
+    store, inside = make_store(tmp_path, n=1000, planted=lambda m, rng: (m.city == "kyiv").to_numpy(),
+                               slice_rate=0.18, error_rate=0.05)
+    worse = inside & (store.instances.age.to_numpy() > 72)
+    wrong = ~store.instances.correct.to_numpy()
+    wrong[worse] = np.random.default_rng(1).random(worse.sum()) < 0.9
+    report = discover_slices(store, metric=wrong.astype(float))
+    assert any(jaccard(s.members, inside) == 1.0 for s in report[:5]), [s.description for s in report[:5]]
+    assert any(jaccard(s.members, worse) >= 0.9 for s in report[:5])  # and its worse part, said apart
 
 
 def test_loss_and_array_metrics(tmp_path):
