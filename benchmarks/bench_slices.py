@@ -199,7 +199,8 @@ def speed() -> None:
         baseline = _naive_pairs_seconds(store, report.min_support)
     top = report[0]
     print(f"\n100,000 x 30 (25 numeric, 5 categorical), up to 3 predicates: {seconds:.2f} s "
-          f"({report.tested['metadata']:,} candidates, search {'complete' if report.complete else 'INCOMPLETE'}); "
+          f"(families {', '.join(f'{k} {n:,}' for k, n in report.tested.items())}, "
+          f"search {'complete' if report.complete else 'INCOMPLETE'}); "
           f"top slice {top.description!r} ({top.size} instances, error {top.value:.3f} vs {top.overall:.3f})")
     print(f"  with the activation groups of a 32-neuron layer too: {layer_seconds:.2f} s")
     print(f"  baseline, numpy boolean masks for levels 1-2 only: {baseline:.2f} s "
