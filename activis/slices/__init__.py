@@ -2,7 +2,8 @@
 
 `discover_slices` searches conjunctions of metadata predicates (SliceLine) and, given a layer,
 error-concentrating groups in its activation space (an error-aware mixture, as Domino does), tests
-each slice against the whole set with a correction for every candidate tried, and returns them
+each slice against the whole set with a correction over every slice its family could hold (fixed
+by the metadata, one family per number of predicates, one for the groups), and returns them
 ranked with a `Subset` definition each. No torch, no widget.
 """
 

@@ -143,7 +143,8 @@ def discover_slices(store, layer: str | None = None, *, columns: Sequence[str] |
     class) or an array with one non-negative value per instance. ``columns`` default to the store's
     metadata and the true class. A slice holds at least ``min_support`` instances (default 1 % of
     them, at least 10) and at most ``max_level`` predicates; numeric columns are cut into ``n_bins``
-    quantile bins. ``correction`` ("holm" or "bh") is applied over every candidate tried, at level
+    quantile bins. ``correction`` ("holm" or "bh") is applied within each family (the slices of one
+    predicate, of two, ..., the activation groups: ``report.tested``), each at an equal share of
     ``alpha``; with ``significant_only`` only slices that pass are returned, and with ``drop_redundant``
     a slice explained by a larger or a smaller one is left out (see `_rank`). ``error_weight`` is
     SliceLine's alpha (error against size). The search stops after ``time_limit`` seconds, or when
@@ -278,7 +279,7 @@ def _lattice_candidates(lattice, masks, errors, scoring, binary, correction, kee
         exact_sums.append(float(errors[mask].sum()))  # exact, whatever the bit planes rounded
         out.append(_Candidate("metadata", mask, exact_sizes[-1], exact_sums[-1],
                               float(scoring.score(exact_sizes[-1], exact_sums[-1])), 1.0, 1.0, items=item))
-    # a bound for every candidate tried, the exact value for those that can be reported
+    # a bound for every candidate evaluated, the exact value for those that can be reported
     p = bounds.copy()
     exact = p_values(exact_sizes, exact_sums, n=scoring.n, total=total, binary=binary, variance=variance)
     p[top] = np.minimum(p[top], exact) if binary else exact
