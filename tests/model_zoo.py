@@ -105,6 +105,23 @@ class DataDependent(nn.Module):
         return self.out(h)
 
 
+class SignBranch(nn.Module):
+    """Each batch takes one of two paths by the sign of its sum: torch.fx cannot trace it, and a graph
+    recorded with hooks on one example sees only the path that example took."""
+
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Linear(6, 8)
+        self.positive = nn.Linear(8, 8)
+        self.negative = nn.Sequential(nn.Linear(8, 8), nn.Tanh())
+        self.head = nn.Linear(8, 3)
+
+    def forward(self, x):
+        h = torch.relu(self.stem(x))
+        h = self.positive(h) if x.sum() > 0 else self.negative(h)
+        return self.head(h)
+
+
 def deep_resnet(blocks=72, c=4):
     """About 500 graph nodes: for the layout-time measurement."""
     return ResNet(blocks=blocks, c=c)

@@ -200,11 +200,58 @@ def test_untraceable_model_is_captured_with_hooks(tmp_path):
     seen, logits = hooked(model, x, ["fc1", "fc2"])
     np.testing.assert_allclose(store.activations("fc2"), seen["fc2"][0].numpy(), rtol=1e-6, atol=1e-6)
     np.testing.assert_allclose(store.outputs, logits.numpy(), rtol=1e-6)
-    with pytest.warns(GraphTraceWarning), pytest.raises(CaptureError, match=r"\['fc2'\] were not computed"):
+    with pytest.warns(GraphTraceWarning), pytest.raises(CaptureError, match=r"\['fc2'\] did not run on rows 8-15"):
         with torch.no_grad():
             model.fc1.bias.fill_(-1.0)  # zeros in, all-zero ReLU out: the branch through fc2 is skipped
         run(model, torch.cat([x[:8], torch.zeros(8, 6)]), tmp_path / "skip", layers=["fc2"], batch_size=8)
     assert open_store(tmp_path / "skip").n_instances == 8  # the batch that ran fc2 is committed
+
+
+def sign_batches():
+    """Batches of 8 whose sums alternate in sign: SignBranch takes its two paths in turn."""
+    x = torch.randn(32, 6, generator=torch.Generator().manual_seed(3)).abs()
+    return x * torch.tensor([1.0, -1.0, 1.0, -1.0]).repeat_interleave(8)[:, None]
+
+
+def hooked_per_batch(model, x, modules, batch_size=8):
+    """`hooked`, one batch at a time as capture runs them (the branch is chosen per batch)."""
+    runs = [hooked(model, x[i:i + batch_size], modules) for i in range(0, len(x), batch_size)]
+    return ({name: torch.cat([seen[name][-1] for seen, _ in runs]) for name in modules},
+            torch.cat([out for _, out in runs]))
+
+
+def test_default_layers_of_a_branching_model_are_those_every_batch_runs(tmp_path):
+    torch.manual_seed(0)
+    model = zoo.SignBranch()
+    x = sign_batches()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        store = run(model, x, tmp_path / "s", dtype="float32", batch_size=8)
+    assert store.graph.method == "hooks" and store.n_instances == 32
+    assert store.layers == ["stem", "head"]  # the hooks graph saw 'positive' too: the first batch ran it
+    left_out = [str(w.message) for w in caught if "left out of the default layers" in str(w.message)]
+    assert len(left_out) == 1 and "['positive']" in left_out[0] and "rows 8-15" in left_out[0]
+    seen, logits = hooked_per_batch(model, x, ["stem", "head"])
+    for layer in store.layers:
+        np.testing.assert_allclose(store.activations(layer), seen[layer].numpy(), rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(store.outputs, logits.numpy(), rtol=1e-6, atol=1e-6)
+
+
+def test_a_chosen_layer_that_a_batch_skips_is_an_error_naming_it_and_the_batch(tmp_path):
+    torch.manual_seed(0)
+    model = zoo.SignBranch()
+    x, path, layers = sign_batches(), tmp_path / "s", ["stem", "positive"]
+    with pytest.warns(GraphTraceWarning), pytest.raises(CaptureError, match=r"\['positive'\] did not run on rows 8-15"):
+        run(model, x, path, layers=layers, batch_size=8)
+    assert open_store(path).n_instances == 8  # the batch before it is committed, the store opens
+    fixed = x.abs()  # the same first rows; every batch now takes the positive path
+    with pytest.warns(GraphTraceWarning):
+        resumed = run(model, fixed, path, layers=layers, batch_size=8, resume=True)
+        whole = run(model, fixed, tmp_path / "whole", layers=layers, batch_size=8)
+    for layer in layers:
+        np.testing.assert_array_equal(resumed.activations(layer), whole.activations(layer))
+    with pytest.warns(GraphTraceWarning), pytest.raises(CaptureError, match=r"\['negative'\] did not run on the first"):
+        run(model, x, tmp_path / "first", layers=["negative"], batch_size=8)
 
 
 def test_an_in_place_operation_later_does_not_change_what_was_captured(tmp_path):

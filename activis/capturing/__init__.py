@@ -40,7 +40,8 @@ def capture(model: nn.Module, data, path, *, layers: Iterable[str] | None = None
         input from ``input_key`` (default: the other keys, passed to the model by name).
     layers
         Graph node names or module paths (see ``extract_graph(model, x).layer_names()``); default:
-        the outputs of the top-level blocks and the logits. An unknown name raises
+        the outputs of the top-level blocks and the logits (for a model fx cannot trace, those
+        that every batch runs: see the README on data-dependent branches). An unknown name raises
         `UnknownLayerError` with the valid names and the closest matches.
     labels, metadata, class_names
         Per-instance labels (ints, or strings named in ``class_names``), a DataFrame or dict of

@@ -197,16 +197,61 @@ class _Session:
         """The graph's defaults, plus the layers named in ``select`` (enough to add an LSTM)."""
         graph = self.graph
         names = graph.default_layers()
+        if graph.method == "hooks":
+            names = self._run_by_every_batch(names)
         names += [name for name in self.opts.select if name not in names]
         left_out = [path for path in graph.tuple_blocks() if path not in names]
         if left_out:
             warnings.warn(f"Layers {left_out} return a tuple or a dict and are not captured by default; add them "
                           f"with select={{{left_out[0]!r}: 0}} (the index or key of the tensor to keep).",
-                          UserWarning, stacklevel=5)
+                          UserWarning, stacklevel=8)
         return names
 
-    def _forward(self, x, slot: _Slot):
-        """Run one batch (``slot.begin`` was called) with the taps writing into ``slot``."""
+    def _run_by_every_batch(self, names: list[str]) -> list[str]:
+        """The defaults of a hooks graph that the model runs on every batch of the data.
+
+        A graph recorded with hooks saw one forward pass: behind data-dependent control flow
+        (``if x.sum() > 0:``), a module that ran there may not run on another batch. One pass over
+        the data with a hook on each default (no activations kept) leaves out those some batch
+        skips, and says which, so that a default capture never stops on the first batch that
+        takes the other branch.
+        """
+        graph = self.graph
+        modules = {name: self.model.get_submodule(name) for name in names if name in graph.modules and name}
+        ran: set[str] = set()
+        handles = [module.register_forward_hook(lambda *_, name=name: ran.add(name))
+                   for name, module in modules.items()]
+        skipped: dict[str, str] = {}
+        bar = _progress_bar(self.opts.progress, self.source.n, 0, self.group, "checking branches")
+        row = 0
+        try:
+            with torch.inference_mode():
+                for batch in self.source.batches(0, self.source.n, self.batch_size):
+                    x, _ = self._unpack(batch)
+                    n = _batch_len(x)
+                    ran.clear()
+                    args, kwargs = self._arguments(self._to_device(x))
+                    self.model(*args, **kwargs)
+                    for name in modules:
+                        if name not in ran and name not in skipped:
+                            skipped[name] = f"rows {row}-{row + n - 1}"
+                    row += n
+                    bar.update(n)
+                    if len(skipped) == len(modules):
+                        break
+        finally:
+            bar.close()
+            for handle in handles:
+                handle.remove()
+        if skipped:
+            where = "; ".join(f"{name!r} on {rows}" for name, rows in skipped.items())
+            warnings.warn(f"Layers {list(skipped)} are left out of the default layers: the model's control flow "
+                          f"skipped them ({where}), and a layer must have a value for every instance. Choose layers "
+                          "with layers=[...] that every batch runs.", UserWarning, stacklevel=9)
+        return [name for name in names if name not in skipped]
+
+    def _forward(self, x, slot: _Slot, rows: str):
+        """Run one batch (``slot.begin`` was called) with the taps writing into ``slot``; ``rows`` names it."""
         self.current.slot = slot
         for handle in self.hooks:
             handle.calls[0] = 0
@@ -214,8 +259,9 @@ class _Session:
         out = self.runner(*args, **kwargs)
         missing = [name for name in self.plans if name not in slot.filled]
         if missing:
-            raise CaptureError(f"Layers {missing} were not computed for this batch (the model's control flow "
-                               "skipped them); capture layers that always run.")
+            raise CaptureError(f"Layers {missing} did not run on {rows}: the model's control flow skipped them, "
+                               "and a layer must have a value for every instance. Capture layers that every batch "
+                               "runs (the default layers are checked to be such).")
         return out
 
     def _logits(self, out) -> torch.Tensor:
@@ -241,7 +287,7 @@ class _Session:
         slot = _Slot(n)
         slot.begin(n)
         with torch.inference_mode():
-            out = self._forward(example, slot)
+            out = self._forward(example, slot, f"the first {n} instances")
             logits = self._logits(out)
             if self.runner is not self.model:
                 args, kwargs = self._arguments(example)
@@ -391,7 +437,7 @@ class _Session:
     def _fill(self, slot: _Slot, x, y, row: int) -> None:
         """Run the batch of rows ``row``.. and put its activations, outputs, labels and inputs in ``slot``."""
         n = slot.n
-        out = self._forward(self._to_device(x), slot)
+        out = self._forward(self._to_device(x), slot, f"rows {row}-{row + n - 1}")
         logits = self._logits(out)
         if logits.shape != (n, self.n_outputs):
             raise CaptureError(f"The model's output has shape {tuple(logits.shape)} for a batch of {n}; expected "
@@ -524,10 +570,10 @@ def _bytes_of(value: torch.Tensor) -> np.ndarray:
     return value.view(torch.uint8).numpy() if value.numel() else np.zeros(0, np.uint8)
 
 
-def _progress_bar(enabled: bool, total, initial: int, group: _Group):
+def _progress_bar(enabled: bool, total, initial: int, group: _Group, what: str = "capture"):
     from tqdm.auto import tqdm
 
-    desc = "capture" if group.world_size == 1 else f"capture [rank {group.rank}/{group.world_size}]"
+    desc = what if group.world_size == 1 else f"{what} [rank {group.rank}/{group.world_size}]"
     return tqdm(total=total, initial=initial, unit="inst", unit_scale=True, desc=desc, disable=not enabled,
                 smoothing=0.1, dynamic_ncols=True)
 
