@@ -56,6 +56,26 @@ class Branching(nn.Module):
         return self.head(h.mean((2, 3)))
 
 
+class EarlyExit(nn.Module):
+    """BranchyNet-style early exit: a batch the first head is confident about leaves there, the others
+    go on through the body. Data-dependent control flow: torch.fx and torch.export cannot trace it."""
+
+    def __init__(self, threshold=0.9):
+        super().__init__()
+        self.threshold = threshold
+        self.stem = nn.Sequential(nn.Conv2d(1, 4, 3, padding=1), nn.ReLU())
+        self.early = nn.Linear(4, 3)
+        self.body = nn.Sequential(nn.Conv2d(4, 8, 3, padding=1), nn.ReLU())
+        self.head = nn.Linear(8, 3)
+
+    def forward(self, x):
+        h = self.stem(x)
+        early = self.early(h.mean((2, 3)))
+        if early.softmax(-1).amax(-1).mean() > self.threshold:
+            return early
+        return self.head(self.body(h).mean((2, 3)))
+
+
 class GRUClassifier(nn.Module):
     def __init__(self):
         super().__init__()
@@ -150,3 +170,33 @@ def test_a_real_architecture_end_to_end(name, tmp_path):
     np.testing.assert_allclose(store.outputs, logits.float().numpy(), rtol=1e-4, atol=1e-5)
     explorer = Explorer(store, method="pca")
     assert explorer.store is store
+
+
+def test_a_model_with_data_dependent_branches_end_to_end(tmp_path):
+    torch.manual_seed(0)
+    model = EarlyExit().eval()
+    g = torch.Generator().manual_seed(2)
+    x = torch.randn(20, 1, 6, 6, generator=g) * torch.tensor([0.1] * 10 + [30.0] * 10)[:, None, None, None]
+    batches = x.split(5)
+    ran_head, taken = [], []
+    handle = model.head.register_forward_hook(lambda *_: ran_head.append(True))
+    with torch.no_grad():
+        for batch in batches:
+            ran_head.clear()
+            model(batch)
+            taken.append(bool(ran_head))
+    handle.remove()
+    assert taken == [True, True, False, False]  # the faint batches go the long way, the bright ones exit early
+    with pytest.warns(GraphTraceWarning), pytest.warns(UserWarning, match=r"\['body', 'head'\] are left out"):
+        store = capture(model, x, tmp_path / "s", batch_size=5, dtype="float32", progress=False)
+    assert store.graph.method == "hooks" and store.layers == ["stem", "early"]  # the modules every batch runs
+    for layer in store.layers:
+        seen = []
+        handle = model.get_submodule(layer).register_forward_hook(lambda _m, _i, out, seen=seen: seen.append(out))
+        with torch.no_grad():
+            outputs = torch.cat([model(b) for b in batches])
+        handle.remove()
+        np.testing.assert_allclose(store.activations(layer), reduce_like(store.layer_spec(layer), torch.cat(seen)),
+                                   rtol=1e-4, atol=1e-5, err_msg=f"layer {layer}")
+    np.testing.assert_allclose(store.outputs, outputs.numpy(), rtol=1e-4, atol=1e-5)
+    assert Explorer(store, method="pca").store is store

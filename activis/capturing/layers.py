@@ -34,11 +34,16 @@ class _Point:
     call: int | None = None  # which call of the module per forward; None: the last
     channels_first: bool = False  # a 3-D value (N, C, L) made by a 1-d convolution, norm or pool
     image_layout: str | None = None  # a 4-D value: "channels" (N, C, H, W), "channels_last" (N, H, W, C), unknown
+    # a hooks graph records leaf modules: a block's value is judged by the last one run inside it,
+    # when its shape per instance is the block's
+    made_by: str | None = None
+    made_shape: list[int] | None = None
 
 
 def _resolve(graph: ComputationGraph, name: str) -> _Point:
     point = _locate(graph, name)
-    node = graph.node(point.node) if point.node is not None and point.node in graph else None
+    source = point.made_by or point.node
+    node = graph.node(source) if source is not None and source in graph else None
     point.image_layout = _image_layout(graph, node, graph.modules[point.module].type if point.module else None)
     return point
 
@@ -96,9 +101,14 @@ def _locate(graph: ComputationGraph, name: str) -> _Point:
             return _Point(name, name, False, module=node.target, call=calls.index(node),
                           channels_first=_channels_first(graph, node))
         if name in graph.modules and name:
-            return _Point(name, by_target[-1].name if by_target else None, False, module=name,
-                          channels_first=_channels_first(graph, by_target[-1]) if by_target
-                          else _is_1d(graph.modules[name].type))
+            if by_target:
+                return _Point(name, by_target[-1].name, False, module=name,
+                              channels_first=_channels_first(graph, by_target[-1]))
+            inner = [n for n in graph.nodes_of_module(name) if n.capturable]
+            if not inner:  # it did not run on the example
+                return _Point(name, None, False, module=name, channels_first=_is_1d(graph.modules[name].type))
+            return _Point(name, None, False, module=name, channels_first=_channels_first(graph, inner[-1]),
+                          made_by=inner[-1].name, made_shape=list(inner[-1].shape[1:]))
     graph.resolve_layer(name)  # raises UnknownLayerError listing valid names and close matches
     raise CaptureError(f"Layer {name!r} has no output that can be captured.")
 
@@ -209,11 +219,13 @@ class _LayerPlan:
         return self.spec
 
     def _layout_of(self, value: torch.Tensor) -> str:
+        made = self.point.made_shape
+        judged = made is None or list(value.shape[1:]) == made  # the value is the one the layout was judged by
         if value.dim() == 3:
-            return "channels" if self.point.channels_first else "sequence"
+            return "channels" if self.point.channels_first and judged else "sequence"
         if value.dim() > 4:
             return "channels"
-        if self.point.image_layout is None:
+        if self.point.image_layout is None or not judged:
             raise CaptureError(f"Layer {self.name!r} outputs {_describe(value)}, and the graph does not tell whether "
                                "it is (N, C, H, W) or channels-last (N, H, W, C); say which with layout="
                                f"{{{self.name!r}: 'channels'}} or {{{self.name!r}: 'channels_last'}}.")
