@@ -171,7 +171,9 @@ class ComputationGraph:
         Named by module path, as the graph view shows them (``"0"`` of an ``nn.Sequential``, not
         its node ``"_0"``). A block that computes nothing in eval mode (Dropout, Identity) repeats
         the value before it and is left out; so is a block whose output is not one tensor (an LSTM's
-        tuple: see `tuple_blocks`).
+        tuple: see `tuple_blocks`). A hooks graph saw one forward pass: behind a data-dependent
+        branch, a block it lists may not run on other inputs, so `capture` keeps only the defaults
+        that every batch of its data runs.
         """
         chosen: dict[str, str] = {}  # the node whose value is stored -> its name
         for path in self._top_level():
