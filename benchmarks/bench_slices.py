@@ -44,8 +44,6 @@ import activis
 from activis.slices.predicates import default_columns, predicates
 from activis.store import write_store
 
-capture = activis.capture  # the function: once its module is imported, the attribute names the module
-
 
 def bundled(name: str):
     if name == "generated":
@@ -122,7 +120,7 @@ def one_run(name: str, setting: str, seed: int, root: pathlib.Path, correction: 
         labels[flip] = (labels[flip] + rng.integers(1, n_classes, flip.sum())) % n_classes
     wrong = model(torch.from_numpy(inputs)).argmax(1).numpy() != labels
     effective = _is_error_slice(wrong, planted)
-    store = capture(model, inputs, root / f"{name}-{setting}-{seed}", labels=labels, metadata=meta,
+    store = activis.capture(model, inputs, root / f"{name}-{setting}-{seed}", labels=labels, metadata=meta,
                             layers=["3"], overwrite=True, progress=False)
     started = time.perf_counter()
     report = activis.discover_slices(store, layer="3", seed=seed, correction=correction, rank_by=rank_by)

@@ -39,12 +39,6 @@ def _model():
     return nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3)).eval()
 
 
-def _capture_function():
-    """``activis.capture`` the function, however the package spells it."""
-    value = activis.capture
-    return value if callable(value) else value.capture
-
-
 @pytest.fixture(scope="module")
 def pristine(tmp_path_factory):
     root = tmp_path_factory.mktemp("fuzz")
@@ -75,7 +69,7 @@ class Workspace:
         self.model = _model()
         self.x = torch.randn(16, 4, generator=torch.Generator().manual_seed(1))
         self.y = torch.randint(0, 3, (16,), generator=torch.Generator().manual_seed(2))
-        self.capture = _capture_function()
+        self.capture = activis.capture
         self.log = read_log(self.log_path)
 
     @property
