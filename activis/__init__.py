@@ -36,7 +36,7 @@ _EXPORTS = {
     "GraphView": "widgets", "ActivationMatrix": "widgets", "ProjectionView": "widgets",
     "InstancePanel": "widgets", "SubsetPanel": "widgets", "Selection": "widgets", "Explorer": "widgets",
     "CockpitPanel": "widgets", "MisclassificationView": "widgets", "EvaluationPanel": "widgets",
-    "RunsPanel": "widgets",
+    "RunsPanel": "widgets", "ViewError": "widgets",
 }
 
 __all__ = ["__version__", *sorted(_EXPORTS)]

@@ -120,7 +120,7 @@ def test_pins_highlights_filters_and_sorting(tmp_path):
     assert panel.pinned == [inside, outside] and outside in panel.shown and len(panel.shown) == 301
     panel.unpin(inside)
     assert panel.pinned == [outside] and inside in panel.shown
-    with pytest.raises(traitlets.TraitError, match="Cannot pin instance 2000: the store has 2000 instances"):
+    with pytest.raises(traitlets.TraitError, match="Instance 2000 is out of range: the store holds 2000 instances"):
         panel.pin(2000)
     assert panel.pinned == [outside]  # the bad pin lost nothing
 

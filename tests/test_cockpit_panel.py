@@ -51,7 +51,7 @@ def test_panel_sends_arrays_and_filters_by_selection():
     assert panel.step_range == [2, 4] and panel.hist1d_steps == 3 and panel.hist1d.sum() == 3 * per_step
     panel.layer = "2"
     assert panel.hist1d.sum() == 3 * 8 * (5 * 3 + 3)
-    with pytest.raises(traitlets.TraitError, match="Unknown layer 'x'; layers: 0, 2"):
+    with pytest.raises(traitlets.TraitError, match="Unknown layer 'x'. Layers: 0, 2"):
         panel.layer = "x"
     with pytest.raises(traitlets.TraitError, match=r"\[first, last\]"):
         panel.step_range = [1.0]

@@ -309,24 +309,14 @@ def _enter_cockpit(w, **kwargs):
 # a strict xfail each, so a fix makes it XPASS and the mark has to go
 _BUILTIN = "a builtin error class (the message is clear)"
 KNOWN = {
-    **{name: ("wrong", "an AttributeError from inside activis: the argument's type is not checked")
-       for name in ("subset-panel-not-subsets", "graph-view-not-a-graph",
-                    "explorer-not-a-store")},
     "graph-from-json-garbage": ("wrong", "a raw json.JSONDecodeError"),
-    "selection-bad-pin": ("wrong", "a raw int() ValueError that does not say which argument"),
     **{name: ("wrong", "accepted without a word") for name in (
-        "graph-leaf-not-type", "layer-spec-bad-dtype", "layer-spec-negative", "subset-panel-unknown-active",
-        "selection-bad-brush")},
+        "graph-leaf-not-type", "layer-spec-bad-dtype", "layer-spec-negative")},
     "write-store-mismatched-rows": ("unclear", "a builtin ValueError about 'batch of 5 rows', not the 4 labels"),
     **{name: ("unclear", _BUILTIN) for name in (
         "graph-from-dict-empty", "capture-onto-existing-store",
         "store-column-unknown", "store-section-bad-name", "write-store-over-existing", "write-store-3d-layer",
-        "write-store-class-names-short", "write-store-bad-outputs",
-        "matrix-unknown-layer", "matrix-bad-instance",
-        "matrix-bad-statistic", "matrix-sort-unknown-row", "matrix-remove-unknown-row",
-        "projection-view-bad-color", "projection-view-bad-neuron", "instance-panel-bad-pin", "instance-panel-bad-sort",
-        "instance-panel-sort-length", "explorer-unknown-layer",
-        "cockpit-panel-bad-source")},
+        "write-store-class-names-short", "write-store-bad-outputs")},
 }
 CASES = GRAPH + CAPTURE + STORE + SUBSETS + PROJECTION + COCKPIT + LOG + WIDGETS
 PARAMS = [pytest.param(*case, id=case[0], marks=[pytest.mark.xfail(strict=True, reason=": ".join(KNOWN[case[0]]))]

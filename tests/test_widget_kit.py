@@ -28,7 +28,7 @@ def test_selection_follows_every_clause_but_mine():
     assert sel.clause("brush", "instances").tolist() == [3, 1]
     sel.set_hover([5], "matrix")
     assert sel.clause("hover", "matrix") is None and sel.clause("hover", "projection").tolist() == [5]
-    with pytest.raises(KeyError, match="clauses: brush, hover"):
+    with pytest.raises(KeyError, match="Clauses: brush, hover"):
         sel.clause("lasso", "projection")
 
 

@@ -21,6 +21,7 @@ _VIEWS = {
     "SliceSuggestions": "slice_suggestions",
     "EvaluationPanel": "evaluation_panel",
     "RunsPanel": "runs_panel",
+    "ViewError": "errors",
 }
 
 __all__ = sorted(_VIEWS)

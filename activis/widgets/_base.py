@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import pathlib
 
 import anywidget
 import traitlets
 
-from .colours import palette
+from .colours import check_colours, palette
+from .errors import ViewError
 
 STATIC = pathlib.Path(__file__).resolve().parent.parent / "static"
 
@@ -36,9 +38,49 @@ def class_count(store) -> int:
     return n
 
 
-class View(anywidget.AnyWidget):
+@contextlib.contextmanager
+def view_errors():
+    """A value a trait refuses (a str for an Int, a list too long) as a `ViewError`, still a TraitError."""
+    try:
+        yield
+    except traitlets.TraitError as exc:
+        if isinstance(exc, ViewError):
+            raise
+        raise ViewError(str(exc)) from exc
+
+
+class Choice(traitlets.Enum):
+    """An Enum whose refusal names the trait and the value given, then the valid values."""
+
+    def error(self, obj, value, error=None, info=None):
+        raise ViewError(f"{self.name}={value!r} is not valid; choose one of {', '.join(map(repr, self.values))}.")
+
+
+class ChecksTraits:
+    """Mixin: every refused trait value, in the constructor or set later, is a `ViewError`."""
+
+    def __init__(self, *args, **kwargs):
+        with view_errors():
+            super().__init__(*args, **kwargs)
+
+    def __setattr__(self, name, value):
+        with view_errors():
+            super().__setattr__(name, value)
+
+
+class View(ChecksTraits, anywidget.AnyWidget):
     """Base of the activis views: a fixed height so that the notebook layout stays stable, and the
     palette (`activis.widgets.colours`) the browser draws data in; an explorer hands all its views one."""
 
     height = traitlets.Int(420).tag(sync=True)
     colours = traitlets.Dict(palette()).tag(sync=True)
+
+    @traitlets.validate("height")
+    def _check_height(self, proposal):
+        if proposal["value"] < 1:
+            raise ViewError(f"height is the view's height in pixels, at least 1, not {proposal['value']}.")
+        return proposal["value"]
+
+    @traitlets.validate("colours")
+    def _check_colours(self, proposal):
+        return check_colours(proposal["value"], self.colours)

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import difflib
-
 import numpy as np
 import traitlets
 from ipywidgets import widget_serialization
 
 from ..subsets import STATS, Subset, SubsetError, Subsets, checked_indices, cluster_neurons, sort_neurons
 from ._arrays import array_serialization
-from ._base import View, bundle
+from ._base import Choice, View, bundle
+from .errors import ViewError, check_index, check_layer, check_store, unknown
 from .row_keys import INSTANCE_PREFIX, SUBSET_PREFIX, instance_of, instance_row, is_reserved, subset_of, subset_row
 from .selection import Selection
 
@@ -51,7 +50,7 @@ class ActivationMatrix(View):
     layer = traitlets.Unicode("").tag(sync=True)
     layers = traitlets.List(traitlets.Unicode()).tag(sync=True)
     neuron_kind = traitlets.Unicode("unit").tag(sync=True)
-    statistic = traitlets.Enum(STATS, default_value="mean").tag(sync=True)
+    statistic = Choice(STATS, default_value="mean").tag(sync=True)
     threshold = traitlets.Float(0.0).tag(sync=True)
 
     row_keys = traitlets.List(traitlets.Unicode()).tag(sync=True)
@@ -59,7 +58,7 @@ class ActivationMatrix(View):
     values = traitlets.Any(None).tag(sync=True, **array_serialization)  # rows x neurons float32
     available_subsets = traitlets.List(traitlets.Unicode()).tag(sync=True)
 
-    order_mode = traitlets.Enum(ORDER_MODES, default_value="index").tag(sync=True)
+    order_mode = Choice(ORDER_MODES, default_value="index").tag(sync=True)
     sort_by_row = traitlets.Unicode("").tag(sync=True)
     difference_to = traitlets.Unicode("").tag(sync=True)
     neuron_order = traitlets.Any(None).tag(sync=True, **array_serialization)  # int32, the current order
@@ -80,13 +79,16 @@ class ActivationMatrix(View):
     row_offsets = traitlets.Any(None).tag(sync=True, **array_serialization)
 
     def __init__(self, store, layer: str | None = None, *, subsets: Subsets | None = None, rows=None, **kwargs):
-        self._store = store
+        self._store = check_store("ActivationMatrix", store)
+        if subsets is not None and not isinstance(subsets, Subsets):
+            raise ViewError(f"subsets= is a Subsets of this store (activis.Subsets(store)), not "
+                            f"{type(subsets).__name__}.")
         self._subsets = subsets if subsets is not None else Subsets(store)
         self._custom: dict[str, tuple[str, Subset]] = {}
         self._aggregate = None
         layers = list(store.layers)
         if not layers:
-            raise ValueError(f"Store {store.path} holds no layers to show.")
+            raise ViewError(f"Store {store.path} holds no layers to show.")
         super().__init__(layers=layers, layer=layer if layer is not None else layers[-1], **kwargs)
         if rows is None:
             rows = [subset_row(name) for name in self._subsets.by_class()]
@@ -143,7 +145,7 @@ class ActivationMatrix(View):
         replaces the row's instances in place, which suits a temporary hover row.
         """
         if not isinstance(key, str) or not key or is_reserved(key):
-            raise ValueError(f"Row key {key!r} must be a non-empty string not starting with "
+            raise ViewError(f"Row key {key!r} must be a non-empty string not starting with "
                              f"{SUBSET_PREFIX!r} or {INSTANCE_PREFIX!r}.")
         indices = checked_indices(indices, self._store.n_instances)
         self._custom[key] = (str(label), Subset.from_indices(indices))
@@ -157,7 +159,7 @@ class ActivationMatrix(View):
         """Remove a row by key (or by subset name / instance index)."""
         key = self._as_key(row)
         if key not in self.row_keys:
-            raise KeyError(f"No row {row!r}; rows: {', '.join(self.row_keys)}")
+            raise unknown(f"No row {row!r}", row, self.row_keys, "Rows")
         self.row_keys = [k for k in self.row_keys if k != key]
 
     def _append(self, key: str) -> str:
@@ -174,13 +176,11 @@ class ActivationMatrix(View):
             return subset_row(row)
         if isinstance(row, str) and row in self.row_keys:
             return row
-        raise KeyError(f"{row!r} is neither a row key, a subset name nor an instance index.")
+        raise ViewError(f"{row!r} is neither a row key, a subset name nor an instance index. Rows: "
+                        f"{', '.join(self.row_keys) or 'none'}; subsets: {', '.join(self._subsets.names) or 'none'}.")
 
     def _checked_instance(self, index) -> int:
-        n = self._store.n_instances
-        if isinstance(index, bool) or not isinstance(index, (int, np.integer)) or not 0 <= int(index) < n:
-            raise IndexError(f"Instance {index!r} is out of range: the store holds {n} instances (0..{n - 1}).")
-        return int(index)
+        return check_index(index, self._store.n_instances)
 
     def _row_subset(self, key: str) -> Subset:
         """The definition behind a row key; a clear error for anything unknown."""
@@ -190,9 +190,10 @@ class ActivationMatrix(View):
             return self._subsets[subset_of(key)]
         if key.startswith(INSTANCE_PREFIX):
             if instance_of(key) is None:
-                raise KeyError(f"Row {key!r}: {key[len(INSTANCE_PREFIX):]!r} is not an instance index.")
+                raise ViewError(f"Row {key!r}: {key[len(INSTANCE_PREFIX):]!r} is not an instance index.")
             return Subset.from_indices([self._checked_instance(instance_of(key))])
-        raise KeyError(f"Unknown row {key!r}.")
+        raise ViewError(f"Unknown row {key!r}: a row key is 'subset:<name>', 'instance:<index>' or one given "
+                        "to add_rows_from_indices.")
 
     def _row_meta(self, key: str, size: int) -> dict:
         if key in self._custom:
@@ -286,21 +287,22 @@ class ActivationMatrix(View):
 
     @traitlets.validate("layer")
     def _valid_layer(self, proposal):
-        layer = proposal["value"]
-        if layer not in self._store.layers:
-            close = difflib.get_close_matches(layer, self._store.layers, n=3)
-            hint = f" Did you mean {' or '.join(map(repr, close))}?" if close else ""
-            raise traitlets.TraitError(f"Layer {layer!r} is not in the store.{hint} "
-                                       f"Layers: {', '.join(self._store.layers)}")
-        return layer
+        return check_layer(self._store, proposal["value"])
+
+    @traitlets.validate("sort_by_row", "difference_to", "selected_row")
+    def _valid_row(self, proposal):
+        if proposal["value"] and proposal["value"] not in self.row_keys:
+            raise unknown(f"{proposal['trait'].name}: no row {proposal['value']!r}", proposal["value"],
+                          self.row_keys, "Rows")
+        return proposal["value"]
 
     @traitlets.validate("selected_neuron", "hovered_neuron")
     def _valid_neuron(self, proposal):
         value = proposal["value"]
         n_neurons = self._store.layer_spec(self.layer).neurons if self.layer else 0
         if not -1 <= value < n_neurons:
-            raise traitlets.TraitError(f"Neuron {value} is out of range for layer {self.layer!r} "
-                                       f"({n_neurons} neurons); -1 selects none.")
+            raise ViewError(f"Neuron {value} is out of range for layer {self.layer!r} "
+                            f"({n_neurons} neurons); -1 selects none.")
         return value
 
     # ------------------------------------------------------------------ ordering
@@ -308,7 +310,7 @@ class ActivationMatrix(View):
         """Order neurons by their values in one row (largest first), like clicking its sort button."""
         key = self._as_key(row)
         if key not in self.row_keys:
-            raise KeyError(f"No row {row!r}; rows: {', '.join(self.row_keys)}")
+            raise unknown(f"No row {row!r}", row, self.row_keys, "Rows")
         with self.hold_trait_notifications():
             self.sort_by_row = key
             self.order_mode = "sort"

@@ -21,6 +21,7 @@ import traitlets
 from ..cockpit.log import CockpitLog, read_log
 from ._arrays import array_serialization
 from ._base import View, bundle
+from .errors import ViewError, unknown
 
 # the per-parameter quantities drawn per layer, and the network-wide series every instrument reads
 LAYER_QUANTITIES = ["GradNorm", "Distance", "UpdateSize", "HessTrace"]
@@ -62,7 +63,10 @@ class CockpitPanel(View):
         if isinstance(source, str | os.PathLike):
             log = read_log(source)
         if not isinstance(log, CockpitLog):
-            raise TypeError(f"CockpitPanel shows a Cockpit, a CockpitLog or a log folder, not {type(source).__name__}")
+            raise ViewError(f"CockpitPanel shows a Cockpit, a CockpitLog or a log folder (a path), not "
+                            f"{type(source).__name__}.")
+        if isinstance(throttle, bool) or not isinstance(throttle, int | float) or not throttle >= 0:
+            raise ViewError(f"throttle is the seconds between live updates, 0 or more, not {throttle!r}.")
         self._log = log  # before the traits: validating a layer given here needs the log
         super().__init__(**kwargs)
         self.throttle = throttle
@@ -124,14 +128,14 @@ class CockpitPanel(View):
     def _valid_layer(self, proposal):
         layer = proposal["value"]
         if layer and layer not in self._log.layers:
-            raise traitlets.TraitError(f"Unknown layer {layer!r}; layers: {', '.join(self._log.layers)}")
+            raise unknown(f"Unknown layer {layer!r}", layer, self._log.layers, "Layers")
         return layer
 
     @traitlets.validate("step_range")
     def _valid_range(self, proposal):
         value = list(proposal["value"])
         if len(value) not in (0, 2):
-            raise traitlets.TraitError(f"step_range is [first, last] or [], not {value}")
+            raise ViewError(f"step_range is [first, last] or [], not {value}")
         return sorted(value)
 
     def _on_selection(self, _change) -> None:

@@ -73,3 +73,33 @@ def palette(n_classes: int = 0, *, custom_classes: list[str] | None = None, n_ru
         "sequential": list(VIRIDIS),  # values (a neuron's activation) from low to high
         "matrix": MATRIX_RAMPS,
     }
+
+
+def check_colours(colours, current: dict | None = None) -> dict:
+    """A view's ``colours``, checked against the palette's shape: each entry a CSS colour string, a
+    list of them or a dict of them, as `palette` makes it. Entries left out keep ``current``'s."""
+    from .errors import ViewError
+
+    template = palette()
+    if not isinstance(colours, dict):
+        raise ViewError(f"colours is a dict like activis.widgets.colours.palette() makes, not "
+                        f"{type(colours).__name__}.")
+    extra = [k for k in colours if k not in template]
+    if extra:
+        raise ViewError(f"colours has no entry {extra[0]!r}; its entries: {', '.join(template)}.")
+
+    def checked(path: str, value, like):
+        if isinstance(like, str):
+            if not isinstance(value, str) or not value.strip():
+                raise ViewError(f"colours[{path}] must be a CSS colour string such as '#4e79a7', not {value!r}.")
+            return value
+        if isinstance(like, list):
+            if not isinstance(value, list | tuple):
+                raise ViewError(f"colours[{path}] must be a list of CSS colour strings, not {type(value).__name__}.")
+            return [checked(f"{path}][{i}", v, "#000000") for i, v in enumerate(value)]
+        if not isinstance(value, dict) or set(value) != set(like):
+            keys = ", ".join(map(repr, like))
+            raise ViewError(f"colours[{path}] must be a dict with the entries {keys}, not {value!r}.")
+        return {k: checked(f"{path}][{k!r}", value[k], like[k]) for k in like}
+
+    return {**template, **(current or {}), **{k: checked(repr(k), v, template[k]) for k, v in colours.items()}}

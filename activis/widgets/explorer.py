@@ -13,11 +13,13 @@ from __future__ import annotations
 import ipywidgets as widgets
 
 from ..graph import UnknownLayerError
+from ..projection import METHODS
 from ..subsets import Subsets
 from . import row_keys
 from ._base import class_count
 from .activation_matrix import ActivationMatrix
 from .colours import palette
+from .errors import ViewError, check_layer, check_store
 from .evaluation_panel import evaluation_panel_for
 from .graph_view import GraphView
 from .instance_panel import InstancePanel
@@ -57,10 +59,18 @@ class Explorer(widgets.VBox):
 
     def __init__(self, store, *, layer: str | None = None, subsets: Subsets | None = None, graph=None,
                  method: str = "umap", max_instances: int = 1000, projection_params: dict | None = None):
+        check_store("Explorer", store)
+        if not store.layers:
+            raise ViewError(f"Store {store.path} holds no layers to explore.")
+        layer = check_layer(store, store.layers[-1] if layer in (None, "") else layer)
+        if subsets is not None and not isinstance(subsets, Subsets):
+            raise ViewError(f"subsets= is the Subsets of this store (activis.Subsets(store)), not "
+                            f"{type(subsets).__name__}.")
+        if method not in METHODS:
+            raise ViewError(f"method={method!r} is not valid; choose one of {', '.join(map(repr, METHODS))}.")
         self.store = store
         self.subsets = subsets if subsets is not None else Subsets(store)
         self.graph = graph if graph is not None else store.graph
-        layer = layer or store.layers[-1]
         self.selection = Selection(layer=layer)
         self.graph_view = None
         if self.graph is not None:

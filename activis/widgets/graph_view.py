@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import difflib
-
 import traitlets
 
 from ..graph import ComputationGraph
 from ._base import View, bundle
+from .errors import ViewError, check_type, did_you_mean, listing, unknown
 
 SEVERITIES = ("error", "warning", "note")
 
@@ -36,8 +35,10 @@ class GraphView(View):
     layout_ms = traitlets.Float(0.0).tag(sync=True)  # measured in the browser, for benchmarks
 
     def __init__(self, graph: ComputationGraph, **kwargs):
+        check_type("GraphView", graph, ComputationGraph,
+                   "a ComputationGraph (activis.extract_graph(model, example_input) or store.graph)")
+        self._graph = graph  # before the traits: checking markers given here needs the graph
         super().__init__(graph=graph.to_dict(), **kwargs)
-        self._graph = graph
 
     @traitlets.validate("markers")
     def _check_markers(self, proposal):
@@ -45,15 +46,14 @@ class GraphView(View):
         for name, marker in proposal["value"].items():
             if name not in self._graph and name not in self._graph.modules:
                 known = [n.name for n in self._graph.nodes] + [p for p in self._graph.modules if p]
-                close = difflib.get_close_matches(str(name), known, n=3)
-                hint = f" Did you mean {' or '.join(map(repr, close))}?" if close else ""
-                raise traitlets.TraitError(f"Marker for {name!r}: no such node or module in the graph.{hint}")
+                raise ViewError(f"Marker for {name!r}: no such node or module in the graph."
+                                f"{did_you_mean(name, known)} Nodes and modules: {listing(known)}.")
             if not isinstance(marker, dict) or marker.get("severity") not in SEVERITIES:
-                raise traitlets.TraitError(f"Marker for {name!r} needs a severity, one of {', '.join(SEVERITIES)}; "
-                                           f"got {marker!r}.")
+                raise ViewError(f"Marker for {name!r} needs a severity, one of {', '.join(SEVERITIES)}; "
+                                f"got {marker!r}.")
             count = marker.get("count", 1)
             if isinstance(count, bool) or not isinstance(count, int) or count < 0:
-                raise traitlets.TraitError(f"Marker for {name!r}: count must be a whole number >= 0, not {count!r}.")
+                raise ViewError(f"Marker for {name!r}: count must be a whole number >= 0, not {count!r}.")
             checked[str(name)] = {"severity": marker["severity"], "count": count, "title": str(marker.get("title", ""))}
         return checked
 
@@ -66,8 +66,7 @@ class GraphView(View):
         wanted = list(self.expanded)
         for path in paths:
             if path not in self._graph.modules:
-                known = ", ".join(p for p in self._graph.modules if p)
-                raise KeyError(f"Unknown module {path!r}; modules: {known}")
+                raise unknown(f"Unknown module {path!r}", path, [p for p in self._graph.modules if p], "Modules")
             parts = path.split(".")
             for i in range(1, len(parts) + 1):
                 prefix = ".".join(parts[:i])

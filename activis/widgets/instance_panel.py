@@ -11,6 +11,7 @@ from ..analysis import as_indices, sample_instances
 from ._arrays import array_serialization, array_to_json
 from ._base import View, bundle, class_count
 from .colours import palette
+from .errors import ViewError, check_index, check_layer, check_neuron, check_store
 from .selection import Selection
 
 # the instances table's own columns; anything else is the user's metadata and goes in the hover card
@@ -42,7 +43,7 @@ def image_layout(input_shape, images=None) -> tuple[int, int, int, str] | None:
         return None
     shape = tuple(int(s) for s in (images if images not in (None, True) else input_shape))
     if images not in (None, True) and int(np.prod(shape)) != int(np.prod(input_shape)):
-        raise ValueError(f"images={shape} has {int(np.prod(shape))} values per instance; the stored inputs have "
+        raise ViewError(f"images={shape} has {int(np.prod(shape))} values per instance; the stored inputs have "
                          f"{int(np.prod(input_shape))} (shape {tuple(input_shape)}).")
     if len(shape) == 2:
         return 1, shape[0], shape[1], "chw"
@@ -51,7 +52,7 @@ def image_layout(input_shape, images=None) -> tuple[int, int, int, str] | None:
     if len(shape) == 3 and shape[2] in (1, 3):
         return shape[2], shape[0], shape[1], "hwc"
     if images not in (None, True):
-        raise ValueError(f"images={shape} is not an image shape: use (H, W), (C, H, W) or (H, W, C) with C = 1 or 3.")
+        raise ViewError(f"images={shape} is not an image shape: use (H, W), (C, H, W) or (H, W, C) with C = 1 or 3.")
     return None
 
 
@@ -118,10 +119,10 @@ class InstancePanel(View):
     seed = traitlets.Int(0)
 
     def __init__(self, store, max_instances: int = 1000, seed: int = 0, *, images=None, **kwargs):
-        self._store = store
+        self._store = check_store("InstancePanel", store)
         self._image_layout = image_layout(store.input_shape, images) if store.inputs is not None else None
         if images not in (None, False) and self._image_layout is None:
-            raise ValueError("images= was given but the store keeps no inputs (capture them with keep_inputs).")
+            raise ViewError("images= was given but the store keeps no inputs (capture them with keep_inputs).")
         self._shown = np.zeros(0, dtype=np.int64)
         self._ready = False  # the traits set by __init__ would each draw a sample otherwise
         kwargs.setdefault("colours", palette(class_count(store)))
@@ -143,10 +144,11 @@ class InstancePanel(View):
     # -------------------------------------------------------------- actions
     def pin(self, *indices: int) -> None:
         """Pin instances (they stay in the panel, marked, and are the rows other views compare)."""
-        self.pinned = list(dict.fromkeys([*self.pinned, *(int(i) for i in indices)]))
+        n = self._store.n_instances
+        self.pinned = list(dict.fromkeys([*self.pinned, *(check_index(i, n) for i in indices)]))
 
     def unpin(self, *indices: int) -> None:
-        drop = {int(i) for i in indices}
+        drop = {check_index(i, self._store.n_instances) for i in indices}
         self.pinned = [p for p in self.pinned if p not in drop]
 
     def clear_pins(self) -> None:
@@ -168,9 +170,9 @@ class InstancePanel(View):
 
     def sort_by_neuron(self, layer: str, neuron: int) -> None:
         """Sort by one neuron's activation: its top-activating instances of each class come first."""
+        layer = check_layer(self._store, layer)  # a graph node's name becomes the store's
+        neuron = check_neuron(self._store, layer, neuron)
         acts = self._store.activations(layer)
-        if not 0 <= neuron < acts.shape[1]:
-            raise IndexError(f"Layer {layer!r} has {acts.shape[1]} neurons; {neuron} is outside it.")
         column = np.empty(len(acts), dtype=np.float32)
         step = max(1, (16 << 20) // max(1, acts.shape[1] * acts.dtype.itemsize))
         for lo in range(0, len(acts), step):  # row blocks: a strided column read would touch every page anyway
@@ -186,11 +188,7 @@ class InstancePanel(View):
     @traitlets.validate("pinned")
     def _check_pinned(self, proposal):
         n = self._store.n_instances
-        pins = [int(p) for p in proposal["value"]]
-        bad = [p for p in pins if not 0 <= p < n]
-        if bad:
-            raise traitlets.TraitError(f"Cannot pin instance {bad[0]}: the store has {n} instances.")
-        return list(dict.fromkeys(pins))
+        return list(dict.fromkeys(check_index(p, n) for p in proposal["value"]))
 
     @traitlets.validate("highlighted_indices")
     def _check_highlighted(self, proposal):
@@ -210,17 +208,20 @@ class InstancePanel(View):
         value = proposal["value"]
         if value is None:
             return None
-        arr = np.asarray(value, dtype=np.float32).reshape(-1)
+        try:
+            arr = np.asarray(value, dtype=np.float32).reshape(-1)
+        except (TypeError, ValueError):
+            raise ViewError(f"sort_values needs numbers, one per store instance, not {type(value).__name__}.") from None
         n = self._store.n_instances
         if len(arr) != n:
-            raise traitlets.TraitError(f"sort_values needs one value per store instance ({n}), not {len(arr)}.")
+            raise ViewError(f"sort_values needs one value per store instance ({n}), not {len(arr)}.")
         return arr
 
     @traitlets.validate("max_instances")
     def _check_max(self, proposal):
         value = int(proposal["value"])
         if not 1 <= value <= MAX_INSTANCES:
-            raise traitlets.TraitError(f"max_instances must be between 1 and {MAX_INSTANCES:,}, not {value}.")
+            raise ViewError(f"max_instances must be between 1 and {MAX_INSTANCES:,}, not {value}.")
         return value
 
     # -------------------------------------------------------------- syncing

@@ -9,10 +9,12 @@ import pandas as pd
 import traitlets
 from ipywidgets import widget_serialization
 
+from ..analysis import as_indices
 from ..projection import ProjectionJob, Projector, instance_rows
 from . import colours
 from ._arrays import array_serialization
 from ._base import View, bundle, class_count
+from .errors import ViewError, check_layer, check_neuron, check_store, unknown
 from .selection import Selection
 
 MISSING = 255  # colour code of instances without a value (unlabelled, NaN metadata)
@@ -47,15 +49,13 @@ def color_encoding(store, color_by: str, *, layer: str | None = None, neuron: in
         return codes, colours.CORRECTNESS + [colours.MISSING] * (256 - len(colours.CORRECTNESS)), legend
     if color_by == "neuron":
         if layer is None:
-            raise ValueError("Colouring by neuron needs a layer.")
+            raise ViewError("Colouring by neuron needs a layer.")
+        neuron = check_neuron(store, layer, neuron)
         acts = store.activations(layer)
-        if not 0 <= neuron < acts.shape[1]:
-            raise IndexError(f"Layer {layer!r} has {acts.shape[1]} neurons; neuron {neuron} does not exist.")
         column = np.asarray(acts[:, neuron] if rows is None else acts[rows, neuron], dtype=np.float64)
         return _continuous(column, f"neuron {neuron} of {layer}")
-    if color_by not in table.columns:
-        options = ", ".join(color_options(store))
-        raise KeyError(f"Cannot colour by {color_by!r}; choose one of: {options}.")
+    if not isinstance(color_by, str) or color_by not in table.columns:
+        raise unknown(f"Cannot colour by {color_by!r}", color_by, color_options(store), "Choose one of")
     column = table[color_by]
     if pd.api.types.is_bool_dtype(column) or not pd.api.types.is_numeric_dtype(column) \
             or column.nunique(dropna=True) <= _CATEGORICAL_MAX_UNIQUE:
@@ -122,15 +122,6 @@ def _continuous(values: np.ndarray, title: str) -> tuple[np.ndarray, list[str], 
     return codes, ramp + [colours.MISSING], legend
 
 
-def _int32_or_none(indices) -> np.ndarray | None:
-    if indices is None:
-        return None
-    arr = np.asarray(indices)
-    if arr.dtype == bool:
-        arr = np.flatnonzero(arr)
-    return np.unique(arr.astype(np.int64)).astype(np.int32)
-
-
 class ProjectionView(View):
     """Every instance as a dot on a 2D map (PCA, UMAP or t-SNE) of its activations at ``layer``.
 
@@ -182,8 +173,13 @@ class ProjectionView(View):
     def __init__(self, store, layer: str | None = None, method: str = "umap", *, color_by: str = "label",
                  neuron: int = 0, instances=None, projector: Projector | None = None,
                  params: dict | None = None, **kwargs):
+        check_store("ProjectionView", store)
         if not store.layers:
-            raise ValueError("This store has no captured layers to project.")
+            raise ViewError("This store has no captured layers to project.")
+        if projector is not None and not isinstance(projector, Projector):
+            raise ViewError(f"projector= is an activis.Projector of this store, not {type(projector).__name__}.")
+        if params is not None and not isinstance(params, dict):
+            raise ViewError(f"params= is a dict of the method's parameters, not {type(params).__name__}.")
         self._store = store
         self._owns_projector = projector is None
         self._projector = projector or Projector(store)
@@ -193,8 +189,7 @@ class ProjectionView(View):
         self._lock = threading.RLock()
         rows = instance_rows(instances, store.n_instances)
         self._rows = rows
-        layer = layer or store.layers[-1]
-        store.activations(layer)  # a clear KeyError naming the captured layers
+        layer = check_layer(store, store.layers[-1] if layer in (None, "") else layer)
         super().__init__(layers=store.layers, layer=layer, method=method, color_by=color_by, neuron=neuron,
                          color_options=color_options(store), colours=colours.palette(class_count(store)),
                          instance_ids=None if rows is None else rows.astype(np.int32), **kwargs)
@@ -252,13 +247,25 @@ class ProjectionView(View):
             self._unsubscribe()
         super().close()
 
+    @traitlets.validate("layer")
+    def _valid_layer(self, proposal):
+        return check_layer(self._store, proposal["value"])
+
+    @traitlets.validate("neuron")
+    def _valid_neuron(self, proposal):
+        return check_neuron(self._store, self.layer, proposal["value"])
+
+    @traitlets.validate("point_size")
+    def _valid_point_size(self, proposal):
+        if not proposal["value"] >= 0:
+            raise ViewError(f"point_size is in CSS pixels, 0 or more (0 picks one), not {proposal['value']}.")
+        return proposal["value"]
+
     # ------------------------------------------------------------------ projection
     def _checked(self, indices) -> np.ndarray | None:
-        arr = _int32_or_none(indices)
-        n = self._store.n_instances
-        if arr is not None and arr.size and (arr[0] < 0 or arr[-1] >= n):
-            raise IndexError(f"Instance indices must lie in [0, {n}); got {arr[0]}..{arr[-1]}.")
-        return arr
+        if indices is None:
+            return None
+        return as_indices(indices, self._store.n_instances, "instance indices").astype(np.int32)
 
     def _on_projection_change(self, change) -> None:
         try:

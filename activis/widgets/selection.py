@@ -15,14 +15,29 @@ import traitlets
 from anywidget import AnyWidget
 
 from ._arrays import array_serialization
-from ._base import bundle
+from ._base import ChecksTraits, bundle
+from .errors import ViewError, unknown
 
 
 def as_indices(values) -> np.ndarray:
-    """Instance indices as the int32 array every view sends to the browser."""
+    """Instance indices as the int32 array every view sends to the browser; anything else is refused by name."""
     if values is None:
         return np.zeros(0, np.int32)
-    return np.asarray(values, dtype=np.int64).reshape(-1).astype(np.int32)
+    arr = np.asarray(values)
+    if arr.ndim > 1 or arr.dtype == bool or (arr.size and arr.dtype.kind not in "iu"):
+        raise ViewError(f"Instance indices are a 1-D list of integers, not a {arr.dtype} array of shape "
+                        f"{arr.shape}{' (for a mask, pass np.flatnonzero(mask))' if arr.dtype == bool else ''}.")
+    arr = arr.reshape(-1).astype(np.int64)
+    if arr.size and (arr.min() < 0 or arr.max() > np.iinfo(np.int32).max):
+        bad = arr.min() if arr.min() < 0 else arr.max()
+        raise ViewError(f"Instance indices are 0 or more (and below 2**31), not {bad}.")
+    return arr.astype(np.int32)
+
+
+def _instance(index) -> int:
+    if isinstance(index, bool) or not isinstance(index, int | np.integer) or index < 0:
+        raise ViewError(f"An instance to pin is an integer index, 0 or more, not {index!r}.")
+    return int(index)
 
 
 # the views' names in the clauses they write (the ``*_source`` traits); the JS views use the same names
@@ -34,7 +49,7 @@ EVALUATION = "evaluation"
 CLAUSES = ("brush", "hover")
 
 
-class Selection(AnyWidget):
+class Selection(ChecksTraits, AnyWidget):
     """Shared selection state: layer, neuron, brushed, hovered and pinned instances, active subset."""
 
     _esm = bundle("selection")
@@ -54,12 +69,22 @@ class Selection(AnyWidget):
     highlight_neurons_layer = traitlets.Unicode("").tag(sync=True)
     highlight_neurons_source = traitlets.Unicode("").tag(sync=True)
 
+    @traitlets.validate("brush", "hover", "subset_indices", "highlight_neurons")
+    def _check_indices(self, proposal):
+        return None if proposal["value"] is None else as_indices(proposal["value"])
+
+    @traitlets.validate("pinned")
+    def _check_pinned(self, proposal):
+        return list(dict.fromkeys(_instance(i) for i in proposal["value"]))
+
     def set_brush(self, indices, source: str) -> None:
+        indices = None if indices is None else as_indices(indices)  # refused before anything changes
         with self.hold_sync():
             self.brush_source = source
             self.brush = None if indices is None else as_indices(indices)
 
     def set_hover(self, indices, source: str) -> None:
+        indices = None if indices is None else as_indices(indices)
         with self.hold_sync():
             self.hover_source = source
             self.hover = None if indices is None else as_indices(indices)
@@ -67,21 +92,22 @@ class Selection(AnyWidget):
     def clause(self, name: str, view: str) -> np.ndarray | None:
         """The instances of clause ``name`` that ``view`` follows: None when ``view`` wrote it (Mosaic's rule)."""
         if name not in CLAUSES:
-            raise KeyError(f"No clause {name!r}; clauses: {', '.join(CLAUSES)}")
+            raise unknown(f"No clause {name!r}", name, CLAUSES, "Clauses")
         value = getattr(self, name)
         if value is None or getattr(self, f"{name}_source") == view:
             return None
         return np.asarray(value, dtype=np.int64)
 
     def set_neuron_highlight(self, neurons, layer: str, source: str) -> None:
+        neurons = None if neurons is None else as_indices(neurons)
         with self.hold_sync():
             self.highlight_neurons_source = source
             self.highlight_neurons_layer = layer if neurons is not None else ""
             self.highlight_neurons = None if neurons is None else as_indices(neurons)
 
     def pin(self, index: int) -> None:
-        if int(index) not in self.pinned:
-            self.pinned = [*self.pinned, int(index)]
+        if _instance(index) not in self.pinned:
+            self.pinned = [*self.pinned, _instance(index)]
 
     def unpin(self, index: int) -> None:
-        self.pinned = [i for i in self.pinned if i != int(index)]
+        self.pinned = [i for i in self.pinned if i != _instance(index)]

@@ -6,6 +6,7 @@ import traitlets
 
 from ..subsets import Subsets
 from ._base import View, bundle
+from .errors import check_type, unknown
 
 
 class SubsetPanel(View):
@@ -26,6 +27,7 @@ class SubsetPanel(View):
     status = traitlets.Unicode("").tag(sync=True)
 
     def __init__(self, subsets: Subsets, **kwargs):
+        check_type("SubsetPanel", subsets, Subsets, "the Subsets of a store (activis.Subsets(store))")
         store = subsets.store
         super().__init__(columns=[str(c) for c in store.instances.columns],
                          class_names=[str(c) for c in store.class_names], **kwargs)
@@ -37,6 +39,13 @@ class SubsetPanel(View):
     @property
     def subsets(self) -> Subsets:
         return self._subsets
+
+    @traitlets.validate("active")
+    def _check_active(self, proposal):
+        name = proposal["value"]
+        if name and name not in self._subsets:
+            raise unknown(f"No subset named {name!r}", name, self._subsets.names, "Subsets")
+        return name
 
     def active_indices(self):
         """Instances of the picked subset (empty when none is picked)."""
