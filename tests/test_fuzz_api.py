@@ -264,7 +264,7 @@ WIDGETS = [
      r"nope"),
     ("matrix-bad-instance", lambda w: activis.ActivationMatrix(w.store, "fc").add_instance(N + 3),
      rf"range.*{N}"),
-    ("matrix-bad-statistic", lambda w: setattr(activis.ActivationMatrix(w.store, "fc"), "statistic", "median"),
+    ("matrix-bad-statistic", lambda w: _set(activis.ActivationMatrix(w.store, "fc"), "statistic", "median"),
      r"median.*(mean|active|std)"),
     ("matrix-sort-unknown-row", lambda w: activis.ActivationMatrix(w.store, "fc").sort_by("nope"), r"nope"),
     ("matrix-remove-unknown-row", lambda w: activis.ActivationMatrix(w.store, "fc").remove_row("nope"), r"nope"),
@@ -278,22 +278,118 @@ WIDGETS = [
     ("instance-panel-bad-sort", lambda w: activis.InstancePanel(w.store).sort_by_neuron("fc", 99), r"99"),
     ("instance-panel-bad-layer", lambda w: activis.InstancePanel(w.store).sort_by_neuron("fc9", 0), r"fc9"),
     ("instance-panel-sort-length", lambda w: activis.InstancePanel(w.store).sort_by(np.zeros(3)), rf"{N}"),
-    ("subset-panel-not-subsets", lambda w: activis.SubsetPanel(w.store), r"Subsets"),
-    ("subset-panel-unknown-active", lambda w: setattr(activis.SubsetPanel(w.subsets), "active", "nope"),
-     r"nope.*old"),
-    ("graph-view-not-a-graph", lambda w: activis.GraphView("graph"), r"ComputationGraph"),
+    ("subset-panel-not-subsets", lambda w: activis.SubsetPanel(w.store),
+     r"SubsetPanel shows the Subsets of a store.*not ActivationStore"),
+    ("subset-panel-unknown-active", lambda w: _set(activis.SubsetPanel(w.subsets), "active", "nope"),
+     r"No subset named 'nope'.*Subsets: .*old"),
+    ("graph-view-not-a-graph", lambda w: activis.GraphView("graph"), r"GraphView shows a ComputationGraph.*not str"),
     ("explorer-unknown-layer", lambda w: activis.Explorer(w.store, layer="fc9", method="pca"), r"fc9.*(fc|relu)"),
     ("explorer-bad-method", lambda w: activis.Explorer(w.store, method="mds"), r"mds.*pca"),
-    ("explorer-not-a-store", lambda w: activis.Explorer("store"), r"store"),
+    ("explorer-not-a-store", lambda w: activis.Explorer("store"), r"Explorer shows an ActivationStore.*not str"),
     ("cockpit-panel-not-a-log", lambda w: activis.CockpitPanel(w.store_path), r"not a cockpit log"),
     ("cockpit-panel-bad-source", lambda w: activis.CockpitPanel(3), r"Cockpit|CockpitLog|folder"),
-    ("selection-bad-brush", lambda w: activis.Selection().set_brush([[1, 2]], "projection"), r"indices|1-D"),
-    ("selection-bad-pin", lambda w: activis.Selection().pin("three"), r"three|integer|index"),
+    ("selection-bad-brush", lambda w: activis.Selection().set_brush([[1, 2]], "projection"),
+     r"1-D list of integers.*shape \(1, 2\)"),
+    ("selection-bad-pin", lambda w: activis.Selection().pin("three"), r"integer index.*'three'"),
     ("explain-unknown-layer", lambda w: activis.explain_instance(w.store, 0, "fc9"), r"fc9.*(fc|relu)"),
     ("explain-bad-index", lambda w: activis.explain_instance(w.store, N + 9), rf"range|{N}"),
     ("confusion-pairs-bad-top", lambda w: activis.confusion_pairs(w.store, top=-1), r"top"),
     ("sample-instances-bad-max", lambda w: activis.sample_instances(w.store, 0), r"max_instances"),
 ]
+
+
+# bad input to the views, as a demanding user hands it: each refusal names the problem and the
+# valid choices, and a refused trait value leaves the view as it was (`_set` checks that)
+VIEWS = [
+    ("matrix-not-a-store", lambda w: activis.ActivationMatrix("store"), r"ActivationStore.*open_store.*not str"),
+    ("matrix-subsets-not-subsets", lambda w: activis.ActivationMatrix(w.store, subsets=w.store),
+     r"subsets= is a Subsets.*not ActivationStore"),
+    ("matrix-negative-height", lambda w: activis.ActivationMatrix(w.store, "fc", height=-5),
+     r"height.*at least 1.*-5"),
+    ("matrix-colours-not-a-list", lambda w: _set(activis.ActivationMatrix(w.store, "fc"), "colours",
+                                                 {"classes": "red"}), r"colours\['classes'\].*list of CSS colour"),
+    ("matrix-colours-unknown-entry", lambda w: _set(activis.ActivationMatrix(w.store, "fc"), "colours",
+                                                    {"klasses": []}), r"klasses.*entries: classes, runs"),
+    ("matrix-colours-not-a-dict", lambda w: _set(activis.ActivationMatrix(w.store, "fc"), "colours", ["red"]),
+     r"colours.*expected a dict, not the list"),
+    ("matrix-threshold-text", lambda w: _set(activis.ActivationMatrix(w.store, "fc"), "threshold", "high"),
+     r"threshold.*float.*'high'"),
+    ("matrix-neuron-range", lambda w: _set(activis.ActivationMatrix(w.store, "fc"), "selected_neuron", 99),
+     r"Neuron 99.*8 neurons.*-1 selects none"),
+    ("matrix-difference-unknown-row", lambda w: _set(activis.ActivationMatrix(w.store, "fc"), "difference_to",
+                                                     "nope"), r"no row 'nope'.*Rows: subset:"),
+    ("matrix-bad-order-mode", lambda w: _set(activis.ActivationMatrix(w.store, "fc"), "order_mode", "random"),
+     r"random.*'index', 'sort', 'cluster'"),
+    ("matrix-instance-text", lambda w: activis.ActivationMatrix(w.store, "fc").add_instance("three"),
+     r"integer index \(0\.\.119\).*'three'"),
+    ("matrix-remove-unknown-close", lambda w: activis.ActivationMatrix(w.store, "fc").remove_row("subset:true ca"),
+     r"Did you mean 'subset:true cat'.*Rows:"),
+    ("projection-view-not-a-store", lambda w: activis.ProjectionView("store", method="pca"),
+     r"ProjectionView shows an ActivationStore"),
+    ("projection-view-layer-later", lambda w: _set(activis.ProjectionView(w.store, "fc", "pca"), "layer", "fc9"),
+     r"fc9.*Did you mean 'fc'.*captured layers: fc, relu"),
+    ("projection-view-negative-neuron", lambda w: _set(activis.ProjectionView(w.store, "fc", "pca"), "neuron", -2),
+     r"Neuron -2.*8 neurons \(0\.\.7\)"),
+    ("projection-view-negative-point-size", lambda w: _set(activis.ProjectionView(w.store, "fc", "pca"),
+                                                           "point_size", -1), r"point_size.*0 or more"),
+    ("projection-view-select-floats", lambda w: activis.ProjectionView(w.store, "fc", "pca").select([0.5]),
+     r"integers.*boolean mask"),
+    ("projection-view-select-range", lambda w: activis.ProjectionView(w.store, "fc", "pca").select([0, N]),
+     rf"instance {N} is outside the store's {N} instances"),
+    ("projection-view-bad-params", lambda w: activis.ProjectionView(w.store, "fc", "umap", params=5),
+     r"params= is a dict.*not int"),
+    ("instance-panel-not-a-store", lambda w: activis.InstancePanel("store"), r"InstancePanel shows an ActivationStore"),
+    ("instance-panel-pin-text", lambda w: activis.InstancePanel(w.store).pin("three"), r"integer index.*'three'"),
+    ("instance-panel-negative-neuron", lambda w: activis.InstancePanel(w.store).sort_by_neuron("fc", -1),
+     r"Neuron -1.*8 neurons \(0\.\.7\)"),
+    ("instance-panel-bad-max", lambda w: activis.InstancePanel(w.store, max_instances=0),
+     r"max_instances.*between 1 and 20,000"),
+    ("instance-panel-sort-text", lambda w: activis.InstancePanel(w.store).sort_by(["a"] * N), r"numbers"),
+    ("instance-panel-negative-height", lambda w: _set(activis.InstancePanel(w.store), "height", -1),
+     r"height.*at least 1"),
+    ("explorer-layer-not-text", lambda w: activis.Explorer(w.store, layer=3, method="pca"),
+     r"Layer 3 is not in the store.*fc, relu"),
+    ("explorer-subsets-not-subsets", lambda w: activis.Explorer(w.store, subsets="old", method="pca"),
+     r"subsets= is the Subsets.*not str"),
+    ("explorer-graph-not-a-graph", lambda w: activis.Explorer(w.store, graph="graph", method="pca"),
+     r"ComputationGraph.*not str"),
+    ("explorer-bad-max-instances", lambda w: activis.Explorer(w.store, method="pca", max_instances=-1),
+     r"max_instances.*between 1"),
+    ("misclassification-not-a-store", lambda w: activis.MisclassificationView("store"), r"ActivationStore"),
+    ("misclassification-unknown-layer", lambda w: activis.MisclassificationView(w.store, "fc9"),
+     r"fc9.*captured layers: fc, relu"),
+    ("misclassification-bad-index", lambda w: activis.MisclassificationView(w.store, "fc").explain(N + 1),
+     rf"{N + 1} is out of range.*{N} instances"),
+    ("slice-suggestions-not-subsets", lambda w: activis.SliceSuggestions(w.store), r"Subsets.*not ActivationStore"),
+    ("selection-negative-brush", lambda w: activis.Selection().set_brush([-1], "projection"), r"0 or more.*-1"),
+    ("selection-mask-brush", lambda w: activis.Selection().set_brush(np.ones(3, bool), "projection"),
+     r"flatnonzero"),
+    ("selection-brush-trait", lambda w: _set(activis.Selection(), "brush", [0.5]), r"integers.*float"),
+    ("selection-pinned-text", lambda w: _set(activis.Selection(), "pinned", [1, "x"]), r"pinned.*int.*'x'"),
+    ("selection-unknown-clause", lambda w: activis.Selection().clause("lasso", "matrix"),
+     r"No clause 'lasso'.*Clauses: brush, hover"),
+    ("subset-panel-active-number", lambda w: _set(activis.SubsetPanel(w.subsets), "active", 3), r"active.*string"),
+    ("graph-view-unknown-module", lambda w: activis.GraphView(w.graph).expand("9"), r"Unknown module '9'.*Modules: 0"),
+    ("graph-view-unknown-marker", lambda w: _set(activis.GraphView(w.graph), "markers",
+                                                 {"nope": {"severity": "error"}}), r"nope.*Nodes and modules:"),
+    ("graph-view-bad-severity", lambda w: _set(activis.GraphView(w.graph), "markers", {"0": {"severity": "bad"}}),
+     r"severity, one of error, warning, note"),
+    ("cockpit-panel-unknown-layer", lambda w: _set(activis.CockpitPanel(w.log), "layer", "nope"),
+     r"Unknown layer 'nope'.*Layers: 0"),
+    ("cockpit-panel-bad-range", lambda w: _set(activis.CockpitPanel(w.log), "step_range", [1, 2, 3]),
+     r"step_range.*length"),
+    ("cockpit-panel-negative-throttle", lambda w: activis.CockpitPanel(w.log, throttle=-1), r"throttle.*0 or more"),
+    ("doctor-report-bad-source", lambda w: activis.DoctorReport("report"), r"DoctorReport shows a Report.*not str"),
+]
+
+
+def _set(view, name, value):
+    """Set a trait that must be refused; the view must keep the value it had."""
+    before = repr(getattr(view, name))
+    try:
+        setattr(view, name, value)
+    finally:
+        assert repr(getattr(view, name)) == before, f"{name} changed to {getattr(view, name)!r}"
 
 
 def _cockpit(w):
@@ -318,7 +414,7 @@ KNOWN = {
         "store-column-unknown", "store-section-bad-name", "write-store-over-existing", "write-store-3d-layer",
         "write-store-class-names-short", "write-store-bad-outputs")},
 }
-CASES = GRAPH + CAPTURE + STORE + SUBSETS + PROJECTION + COCKPIT + LOG + WIDGETS
+CASES = GRAPH + CAPTURE + STORE + SUBSETS + PROJECTION + COCKPIT + LOG + WIDGETS + VIEWS
 PARAMS = [pytest.param(*case, id=case[0], marks=[pytest.mark.xfail(strict=True, reason=": ".join(KNOWN[case[0]]))]
                        if case[0] in KNOWN else []) for case in CASES]
 

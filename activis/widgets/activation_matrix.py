@@ -109,7 +109,8 @@ class ActivationMatrix(View):
 
     def close(self) -> None:
         """Stop following the subsets (a closed view must not keep recomputing), then close."""
-        self._subsets.unobserve(self._on_subsets_changed)
+        if getattr(self, "_subsets", None) is not None:  # also called by __del__ of a half-built view
+            self._subsets.unobserve(self._on_subsets_changed)
         super().close()
 
     # ------------------------------------------------------------------ backend objects

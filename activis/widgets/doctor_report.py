@@ -16,6 +16,7 @@ import traitlets
 
 from ..doctor.findings import Report
 from ._base import View, bundle
+from .errors import ViewError
 
 
 class DoctorReport(View):
@@ -39,7 +40,7 @@ class DoctorReport(View):
     def __init__(self, source, *, graph=None, **kwargs):
         doctor = getattr(source, "doctor", source)
         if not isinstance(doctor, Report) and not hasattr(doctor, "report"):
-            raise TypeError("DoctorReport shows a Report (activis.checkup), a Cockpit made with doctor=True or its "
+            raise ViewError("DoctorReport shows a Report (activis.checkup), a Cockpit made with doctor=True or its "
                             f"TrainingDoctor, not {type(source).__name__}")
         super().__init__(**kwargs)
         self._graph = graph

@@ -21,6 +21,7 @@ from ..evaluation.inputs import Outcomes, outcomes
 from ._arrays import array_serialization
 from ._base import View, bundle
 from .colours import palette
+from .errors import ViewError
 from .selection import EVALUATION, Selection, as_indices
 
 SOURCE = EVALUATION  # brush_source of the brushes this view writes
@@ -231,7 +232,7 @@ class EvaluationPanel(View):
     def _valid_focus(self, proposal):
         k = len(self.class_names)
         if not 0 <= proposal["value"] < k:
-            raise traitlets.TraitError(f"focus is a class index 0..{k - 1}, not {proposal['value']}")
+            raise ViewError(f"focus is a class index 0..{k - 1}, not {proposal['value']}")
         return proposal["value"]
 
     def close(self) -> None:

@@ -17,6 +17,7 @@ from ..analysis import AnalysisError, explain_instance
 from ._arrays import array_serialization
 from ._base import View, bundle, class_count
 from .colours import palette
+from .errors import ViewError, check_layer, check_store
 from .selection import MISCLASSIFICATION, Selection
 
 MAX_NEURONS = 200  # bars beyond this stop being readable; the full ranking is `explanation.neurons`
@@ -54,12 +55,12 @@ class MisclassificationView(View):
     shared_selection = traitlets.Instance(Selection, allow_none=True).tag(sync=True, **widget_serialization)
 
     def __init__(self, store, layer: str | None = None, *, index: int = -1, **kwargs):
-        self._store = store
+        self._store = check_store("MisclassificationView", store)
         self._explanation = None
         self._explaining = False
         layers = list(store.layers)
         if not layers:
-            raise ValueError(f"Store {store.path} holds no layers to explain.")
+            raise ViewError(f"Store {store.path} holds no layers to explain.")
         kwargs.setdefault("colours", palette(class_count(store)))
         super().__init__(layer=layer if layer is not None else layers[-1], index=index, **kwargs)
         self.observe(self._refresh, names=["index", "layer", "top"])
@@ -95,22 +96,19 @@ class MisclassificationView(View):
     def _valid_index(self, proposal):
         index, n = int(proposal["value"]), self._store.n_instances
         if not -1 <= index < n:
-            raise traitlets.TraitError(f"Instance {index} is out of range: the store holds {n} instances "
-                                       f"(0..{n - 1}); -1 explains none.")
+            raise ViewError(f"Instance {index} is out of range: the store holds {n} instances "
+                            f"(0..{n - 1}); -1 explains none.")
         return index
 
     @traitlets.validate("layer")
     def _valid_layer(self, proposal):
-        layer = proposal["value"]
-        if layer not in self._store.layers:
-            raise traitlets.TraitError(f"Layer {layer!r} is not in the store; layers: {', '.join(self._store.layers)}")
-        return layer
+        return check_layer(self._store, proposal["value"])
 
     @traitlets.validate("top")
     def _valid_top(self, proposal):
         top = int(proposal["value"])
         if not 1 <= top <= MAX_NEURONS:
-            raise traitlets.TraitError(f"top must be between 1 and {MAX_NEURONS}, not {top}.")
+            raise ViewError(f"top must be between 1 and {MAX_NEURONS}, not {top}.")
         return top
 
     # ------------------------------------------------------------------ syncing

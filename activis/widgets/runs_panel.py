@@ -17,6 +17,7 @@ from ..evaluation.training import volatility
 from ._arrays import array_serialization
 from ._base import View, bundle
 from .colours import palette
+from .errors import ViewError
 
 
 def _cell(value) -> str:
@@ -65,7 +66,7 @@ class RunsPanel(View):
         names = [s for s in (self._series or shared) if s in shared]
         if self._series is not None and len(names) < len(self._series):
             missing = sorted(set(self._series) - set(names))
-            raise ValueError(f"not logged by every run: {missing}; shared series: {', '.join(shared)}")
+            raise ViewError(f"not logged by every run: {missing}; shared series: {', '.join(shared)}")
         frames = {name: log.frame() for name, log in runs.logs.items()}
         steps = sorted(set().union(*(f.index for f in frames.values())))
         values = np.full((len(frames), len(names), len(steps)), np.nan, np.float32)
@@ -113,5 +114,5 @@ class RunsPanel(View):
         """Two steps in either order (rounded to whole steps), or none for all steps."""
         steps = sorted(round(v) for v in proposal["value"])
         if len(steps) == 1:
-            raise traitlets.TraitError(f"step_range is [first, last] or [], not {steps}")
+            raise ViewError(f"step_range is [first, last] or [], not {steps}")
         return [float(v) for v in steps]

@@ -9,6 +9,7 @@ import traitlets
 from ..slices import SliceReport, discover_slices
 from ..subsets import Subsets
 from ._base import View, bundle
+from .errors import ViewError, check_type
 from .projection_view import _kernel_loop
 
 
@@ -35,6 +36,7 @@ class SliceSuggestions(View):
     summary = traitlets.Unicode("").tag(sync=True)
 
     def __init__(self, subsets: Subsets, *, layer: str | None = None, options: dict | None = None, **kwargs):
+        check_type("SliceSuggestions", subsets, Subsets, "the Subsets of a store (activis.Subsets(store))")
         store = subsets.store
         if layer and layer not in store.layers:
             from ..slices import SliceError
@@ -76,7 +78,7 @@ class SliceSuggestions(View):
         """Define suggestion ``index`` (0 = the first) as a subset; returns the `Subset`."""
         if self._report is None or not 0 <= int(index) < len(self._report):
             count = 0 if self._report is None else len(self._report)
-            raise IndexError(f"No suggestion {index}; there are {count} (run the search first).")
+            raise ViewError(f"No suggestion {index}; there are {count} (run the search first).")
         found = self._report[int(index)]
         subset = found.adopt(self._subsets, name)
         self.adopted = ""  # re-adopting the same slice still notifies
