@@ -14,7 +14,7 @@ __version__ = "0.1.0"
 # public name -> module that defines it
 _EXPORTS = {
     "ComputationGraph": "graph", "GraphTraceWarning": "graph", "UnknownLayerError": "graph",
-    "extract_graph": "graph", "ModelInputError": "graph",
+    "extract_graph": "graph", "ModelInputError": "graph", "GraphFormatError": "graph",
     "ActivationStore": "store", "StoreError": "store", "open_store": "store", "write_store": "store",
     "capture": "capturing", "CaptureError": "capturing", "CaptureInterrupted": "capturing",
     "NonFiniteWarning": "capturing",

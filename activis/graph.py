@@ -48,6 +48,10 @@ def _describe_value(value) -> str:
     return type(value).__name__
 
 
+class GraphFormatError(ValueError):
+    """A graph's JSON or dict is not one this activis can read: the message says what is wrong and what it expects."""
+
+
 class UnknownLayerError(KeyError):
     """A layer name that is not in the graph or the store; the message lists valid names and close matches.
 
@@ -224,21 +228,35 @@ class ComputationGraph:
 
     @classmethod
     def from_dict(cls, data: dict) -> ComputationGraph:
+        """Read `to_dict`'s output back; anything else is refused with a `GraphFormatError`."""
+        if not isinstance(data, Mapping):
+            raise GraphFormatError(f"A graph is read from the dict that to_dict writes, not {type(data).__name__}.")
         if data.get("format") != "activis.graph":
-            raise ValueError("Not an activis graph (missing format tag).")
-        if data.get("version", 0) > FORMAT_VERSION:
-            raise ValueError(
-                f"Graph format version {data.get('version')} is newer than this activis supports "
-                f"({FORMAT_VERSION}); upgrade activis."
-            )
-        nodes = [GraphNode(**n) for n in data["nodes"]]
-        modules = {m["path"]: ModuleInfo(**m) for m in data["modules"]}
-        return cls(nodes=nodes, modules=modules, method=data["method"], note=data.get("note"),
+            raise GraphFormatError("Not an activis graph (missing format tag): expected the dict that "
+                                   "ComputationGraph.to_dict writes, with 'format': 'activis.graph', 'version', "
+                                   f"'method', 'nodes' and 'modules'; got keys {sorted(map(str, data))}.")
+        version = data.get("version", 0)
+        if not isinstance(version, int) or version > FORMAT_VERSION:
+            raise GraphFormatError(f"Graph format version {version!r} is newer than this activis supports "
+                                   f"({FORMAT_VERSION}); upgrade activis.")
+        try:
+            nodes = [GraphNode(**n) for n in data["nodes"]]
+            modules = {m["path"]: ModuleInfo(**m) for m in data["modules"]}
+            method = data["method"]
+        except (KeyError, TypeError) as exc:
+            raise GraphFormatError(f"The graph's 'nodes', 'modules' and 'method' are not what to_dict writes "
+                                   f"({type(exc).__name__}: {exc}).") from None
+        return cls(nodes=nodes, modules=modules, method=method, note=data.get("note"),
                    model_type=data.get("model_type", ""))
 
     @classmethod
     def from_json(cls, text: str) -> ComputationGraph:
-        return cls.from_dict(json.loads(text))
+        try:
+            data = json.loads(text)
+        except (TypeError, ValueError) as exc:
+            raise GraphFormatError(f"A graph is read from the JSON text that to_json writes; this is not JSON "
+                                   f"({exc}).") from None
+        return cls.from_dict(data)
 
     def summary(self) -> str:
         n_cap = len(self.capture_points)
@@ -260,6 +278,11 @@ def extract_graph(model, example_input, *, tracer_leaf_modules: Iterable[type] =
 
     if not isinstance(model, torch.nn.Module):
         raise ModelInputError(f"extract_graph needs a torch.nn.Module, not {type(model).__name__}.")
+    leaves = tuple(tracer_leaf_modules)
+    not_classes = [leaf for leaf in leaves if not (isinstance(leaf, type) and issubclass(leaf, torch.nn.Module))]
+    if not_classes:
+        raise ModelInputError(f"tracer_leaf_modules takes torch.nn.Module subclasses (module classes such as "
+                              f"nn.LSTM), not {', '.join(repr(x) for x in not_classes)}.")
     args, kwargs = call_arguments(model, example_input)
     modules = _module_tree(model)
     was_training = model.training
@@ -269,7 +292,7 @@ def extract_graph(model, example_input, *, tracer_leaf_modules: Iterable[type] =
         try:
             if kwargs:
                 raise TypeError(f"it traces positional inputs only, and {list(kwargs)} follow a parameter not given")
-            gm = _fx_trace(model, tuple(tracer_leaf_modules))
+            gm = _fx_trace(model, leaves)
         except Exception as exc:  # noqa: BLE001 - any tracing failure means: try the next way
             reasons.append(f"torch.fx: {type(exc).__name__}: {str(exc).strip().splitlines()[0][:300]}")
         else:

@@ -7,7 +7,14 @@ import pytest
 import torch
 
 import model_zoo as zoo
-from activis.graph import ComputationGraph, GraphTraceWarning, ModelInputError, UnknownLayerError, extract_graph
+from activis.graph import (
+    ComputationGraph,
+    GraphFormatError,
+    GraphTraceWarning,
+    ModelInputError,
+    UnknownLayerError,
+    extract_graph,
+)
 
 
 def ops(graph):
@@ -120,6 +127,10 @@ def test_json_round_trip_never_pickles():
         ComputationGraph.from_dict({**data, "version": 99})
     with pytest.raises(ValueError, match="format tag"):
         ComputationGraph.from_dict({"nodes": []})
+    with pytest.raises(GraphFormatError, match="not JSON"):
+        ComputationGraph.from_json("{not json")
+    with pytest.raises(GraphFormatError, match="'nodes', 'modules' and 'method'"):
+        ComputationGraph.from_dict({"format": "activis.graph", "version": 1, "nodes": [{"bogus": 1}]})
 
 
 def test_unknown_layer_lists_valid_names_and_close_matches():
