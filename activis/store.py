@@ -53,6 +53,7 @@ _V1_COLUMNS = ("label", "pred", "confidence")
 OUTPUT_KINDS = ("logits", "probabilities", "log_probabilities")
 # what a manifest may ask a file to be read as: plain numbers only, never objects
 _SAFE_DTYPE_KINDS = "fiub"
+_DTYPE_CHOICES = "a store keeps plain numeric numpy dtypes (float16, float32, float64, int8 ... uint64, bool)"
 _NO_SPACE = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 
 
@@ -84,6 +85,14 @@ class LayerSpec:
     node: str | None = None
     element: list | None = None
     layout: str | None = None  # "channels_last": a channel's values are the last dimension, (N, H, W, C)
+
+    def __post_init__(self):
+        neurons = self.neurons
+        if isinstance(neurons, bool) or not isinstance(neurons, (int, np.integer)) or neurons < 1:
+            raise StoreError(f"LayerSpec neurons is the layer's number of columns, a whole number of 1 or more, "
+                             f"not {neurons!r}.")
+        self.neurons = int(neurons)
+        _safe_dtype(self.dtype, "LayerSpec dtype")
 
 
 @dataclass
@@ -239,9 +248,9 @@ def _safe_dtype(dtype, where: str) -> np.dtype:
     try:
         dt = np.dtype(dtype)
     except TypeError:
-        raise StoreError(f"{where}: {dtype!r} is not a numeric dtype.") from None
+        raise StoreError(f"{where}: {dtype!r} is not a numeric dtype; {_DTYPE_CHOICES}.") from None
     if dt.kind not in _SAFE_DTYPE_KINDS or dt.hasobject or dt.fields:
-        raise StoreError(f"{where}: dtype {dtype!r} is not a plain numeric type.")
+        raise StoreError(f"{where}: dtype {dtype!r} is not a plain numeric type; {_DTYPE_CHOICES}.")
     return dt.newbyteorder("<") if dt.byteorder not in ("|", "<") else dt
 
 

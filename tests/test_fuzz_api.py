@@ -158,8 +158,9 @@ STORE = [
     ("write-store-class-names-short", lambda w: write_store(w.new, {"fc": np.zeros((5, 2), np.float32)},
                                                            labels=[0] * 5, outputs=np.zeros((5, 3), np.float32),
                                                            class_names=["a"]), r"class_names|classes"),
-    ("layer-spec-bad-dtype", lambda w: LayerSpec(4, "int7"), r"int7|dtype"),
-    ("layer-spec-negative", lambda w: LayerSpec(-1), r"neurons"),
+    ("layer-spec-bad-dtype", lambda w: LayerSpec(4, "int7"),
+     r"LayerSpec dtype: 'int7' is not a numeric dtype.*float16, float32"),
+    ("layer-spec-negative", lambda w: LayerSpec(-1), r"LayerSpec neurons.*1 or more.*not -1"),
 ]
 
 SUBSETS = [
@@ -407,8 +408,6 @@ def _enter_cockpit(w, **kwargs):
 # a strict xfail each, so a fix makes it XPASS and the mark has to go
 _BUILTIN = "a builtin error class (the message is clear)"
 KNOWN = {
-    **{name: ("wrong", "accepted without a word") for name in (
-        "layer-spec-bad-dtype", "layer-spec-negative")},
     "write-store-mismatched-rows": ("unclear", "a builtin ValueError about 'batch of 5 rows', not the 4 labels"),
     **{name: ("unclear", _BUILTIN) for name in (
         "capture-onto-existing-store",
