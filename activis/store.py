@@ -58,7 +58,22 @@ _NO_SPACE = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 
 
 class StoreError(ValueError):
-    """A store that cannot be read as asked: corrupt, truncated, foreign, or too new."""
+    """A store that cannot be read or written as asked: corrupt, truncated, foreign, too new, or bad input.
+
+    Where a builtin class was the natural one it is also that class: `StoreExistsError` is a
+    `FileExistsError`, `UnknownColumnError` a `KeyError`.
+    """
+
+
+class StoreExistsError(StoreError, FileExistsError):
+    """The target of a new store is taken (a store, a file, or a directory with other files in it)."""
+
+
+class UnknownColumnError(StoreError, KeyError):
+    """A per-instance column that is not in the store; the message lists the columns there are."""
+
+    def __str__(self) -> str:  # KeyError quotes its message; keep it readable
+        return str(self.args[0]) if self.args else ""
 
 
 class StoreFullError(OSError):
@@ -165,7 +180,7 @@ def scores_from_outputs(outputs: np.ndarray, kind: str) -> np.ndarray:
     """
     out = np.asarray(outputs, dtype=np.float32)
     if out.ndim != 2:
-        raise ValueError(f"Outputs must be instances x classes, not shape {out.shape}.")
+        raise StoreError(f"Outputs must be instances x classes, not shape {out.shape}.")
     if out.shape[1] == 1:
         x = out[:, 0].astype(np.float64)
         if kind == "logits":
@@ -180,7 +195,7 @@ def scores_from_outputs(outputs: np.ndarray, kind: str) -> np.ndarray:
     if kind == "log_probabilities":
         return np.exp(out)
     if kind != "logits":
-        raise ValueError(f"Unknown output kind {kind!r}; one of {', '.join(OUTPUT_KINDS)}.")
+        raise StoreError(f"Unknown output kind {kind!r}; one of {', '.join(OUTPUT_KINDS)}.")
     with np.errstate(invalid="ignore", over="ignore"):
         shifted = out - out.max(axis=1, keepdims=True)
         e = np.exp(shifted)
@@ -579,7 +594,7 @@ class ActivationStore:
     def column(self, name: str) -> np.ndarray:
         columns = _columns(self.manifest)
         if name not in columns:
-            raise KeyError(f"Column {name!r} is not in this store; columns: {', '.join(columns)}")
+            raise UnknownColumnError(f"Column {name!r} is not in this store; columns: {', '.join(columns)}.")
         return self._memmap(f"columns/{name}.bin", columns[name], None)
 
     @property
@@ -629,7 +644,8 @@ class ActivationStore:
     def section(self, name: str) -> pathlib.Path:
         """A subdirectory where another module (subsets, projections, logs) keeps its files."""
         if not name.isidentifier() or name in ("layers", "columns", "shards"):
-            raise ValueError(f"Section names are identifiers other than the store's own folders, not {name!r}.")
+            raise StoreError(f"A section name is a Python identifier (letters, digits, '_') other than the "
+                             f"store's own folders (layers, columns, shards), not {name!r}.")
         path = self.path / name
         path.mkdir(exist_ok=True)
         return path
@@ -704,11 +720,13 @@ class StoreWriter:
         self.path = pathlib.Path(path)
         kind = output_kind or ("probabilities" if outputs_are_probabilities else "logits")
         if kind not in OUTPUT_KINDS:
-            raise ValueError(f"output_kind must be one of {', '.join(OUTPUT_KINDS)}, not {kind!r}.")
+            raise StoreError(f"output_kind must be one of {', '.join(OUTPUT_KINDS)}, not {kind!r}.")
         if world_size > 1 and n_expected is None:
-            raise ValueError("A sharded store needs n_expected: each rank's rows are laid out up front.")
-        if class_names is not None and len(class_names) != max(int(n_outputs), 2 if n_outputs == 1 else 0):
-            raise ValueError(f"{len(class_names)} class names for a model with {n_outputs} outputs.")
+            raise StoreError("A sharded store needs n_expected: each rank's rows are laid out up front.")
+        n_classes = 2 if n_outputs == 1 else int(n_outputs)
+        if class_names is not None and len(class_names) != n_classes:
+            raise StoreError(f"class_names has {len(class_names)} name(s) for a model with {n_outputs} output(s): "
+                             f"give one name per class ({n_classes}), or none.")
         _check_target(self.path, overwrite)
         manifest = {
             "format": FORMAT,
@@ -742,7 +760,7 @@ class StoreWriter:
             if metadata is not None:
                 metadata = pd.DataFrame(metadata).reset_index(drop=True)
                 if n_expected is not None and len(metadata) != n_expected:
-                    raise ValueError(f"metadata has {len(metadata)} rows for {n_expected} instances.")
+                    raise StoreError(f"metadata has {len(metadata)} rows for {n_expected} instances.")
                 metadata.columns = [str(c) for c in metadata.columns]
                 metadata.to_parquet(staging / "metadata.parquet", index=False)
                 manifest["metadata_file"] = "metadata.parquet"
@@ -866,27 +884,27 @@ class StoreWriter:
         n = len(outputs)
         row0 = self.start + self._complete
         if self.stop is not None and row0 + n > self.stop:
-            raise ValueError(f"Batch of {n} rows runs past the end of this store's rows ({self.stop}).")
+            raise StoreError(f"Batch of {n} rows runs past the end of this store's rows ({self.stop}).")
         if outputs.shape != (n, self.n_outputs):
-            raise ValueError(f"Outputs of shape {outputs.shape}, expected {(n, self.n_outputs)}.")
+            raise StoreError(f"Outputs of shape {outputs.shape}, expected {(n, self.n_outputs)}.")
         label = np.asarray(label).reshape(-1)
         if len(label) != n:
-            raise ValueError(f"{len(label)} labels for a batch of {n} instances.")
+            raise StoreError(f"{len(label)} labels for a batch of {n} instances.")
         label = label.astype(np.int64)
         classes = 2 if self.n_outputs == 1 else self.n_outputs
         if ((label < -1) | (label >= classes)).any():
             bad = label[(label < -1) | (label >= classes)][0]
-            raise ValueError(f"Label {bad} is outside the model's {classes} classes (use -1 for unknown).")
+            raise StoreError(f"Label {bad} is outside the model's {classes} classes (use -1 for unknown).")
         checked = dict(checked or {})
         blocks: dict[str, np.ndarray] = {}
         bad_per_row = np.zeros(n, dtype=np.int32)
         for name, entry in self.manifest["layers"].items():
             if name not in activations:
-                raise ValueError(f"Batch lacks layer {name!r}.")
+                raise StoreError(f"Batch lacks layer {name!r}.")
             arr = np.asarray(activations[name])
             arr = arr.reshape(n, -1) if arr.ndim == 1 else arr
             if arr.shape != (n, entry["neurons"]):
-                raise ValueError(f"Layer {name!r}: batch of shape {arr.shape}, expected {(n, entry['neurons'])}.")
+                raise StoreError(f"Layer {name!r}: batch of shape {arr.shape}, expected {(n, entry['neurons'])}.")
             dtype = np.dtype(entry["dtype"])
             if name not in checked:
                 source = arr
@@ -915,10 +933,10 @@ class StoreWriter:
         if self.manifest.get("inputs"):
             spec = self.manifest["inputs"]
             if inputs is None:
-                raise ValueError("This store keeps inputs; the batch has none.")
+                raise StoreError("This store keeps inputs; the batch has none.")
             flat = np.asarray(inputs).reshape(n, -1)
             if flat.shape[1] != int(np.prod(spec["shape"], dtype=np.int64)):
-                raise ValueError(f"Inputs of {flat.shape[1]} values per instance, expected shape {spec['shape']}.")
+                raise StoreError(f"Inputs of {flat.shape[1]} values per instance, expected shape {spec['shape']}.")
             blocks[spec["file"]] = np.ascontiguousarray(flat, dtype=spec["dtype"])
         writes = [(self._fds[relative], memoryview(block).cast("B"), row0 * (block.nbytes // n))
                   for relative, block in blocks.items()] if n else []
@@ -1016,14 +1034,14 @@ def _row_file_names(manifest: dict) -> list[str]:
 
 def _check_target(path: pathlib.Path, overwrite: bool) -> None:
     if path.exists() and not path.is_dir():
-        raise FileExistsError(f"{path} is a file, not a store directory.")
+        raise StoreExistsError(f"{path} is a file, not a store directory; choose a new or empty directory.")
     if (path / MANIFEST).exists():
         if not overwrite:
-            raise FileExistsError(f"{path} already holds a store; pass overwrite=True to replace it "
-                                  "or resume=True to continue it.")
+            raise StoreExistsError(f"{path} already holds a store; pass overwrite=True to replace it "
+                                   "or resume=True to continue it.")
     elif path.is_dir() and any(path.iterdir()):
-        raise FileExistsError(f"{path} is a directory with other files in it, not a store; "
-                              "choose a new or empty directory.")
+        raise StoreExistsError(f"{path} is a directory with other files in it, not a store; "
+                               "choose a new or empty directory.")
 
 
 def _replace_dir(staging: pathlib.Path, path: pathlib.Path, overwrite: bool) -> None:
@@ -1038,6 +1056,26 @@ def _replace_dir(staging: pathlib.Path, path: pathlib.Path, overwrite: bool) -> 
         shutil.rmtree(old, ignore_errors=True)
 
 
+def _check_rows(activations: Mapping[str, np.ndarray], labels: np.ndarray, outputs: np.ndarray) -> None:
+    """Refuse arrays that do not line up before anything is written: one row per instance everywhere."""
+    if labels.ndim != 1:
+        raise StoreError(f"labels is one class index per instance (1-D), not shape {labels.shape}.")
+    n = len(labels)
+    if outputs.ndim != 2:
+        raise StoreError(f"outputs is instances x classes (2-D), not shape {outputs.shape}.")
+    if len(outputs) != n:
+        raise StoreError(f"outputs has {len(outputs)} rows for {n} labels: outputs, labels and every layer "
+                         "have one row per instance.")
+    for name, values in activations.items():
+        shape = np.shape(values)
+        if len(shape) not in (1, 2):
+            raise StoreError(f"Layer {name!r} has shape {shape}; write_store takes 2-D arrays, instances x "
+                             "neurons: flatten or reduce the other dimensions first.")
+        if shape[0] != n:
+            raise StoreError(f"Layer {name!r} has {shape[0]} rows for {n} labels: outputs, labels and every layer "
+                             "have one row per instance.")
+
+
 def write_store(path, activations: Mapping[str, np.ndarray], *, labels, outputs, class_names=None,
                 metadata=None, layer_specs: Mapping[str, LayerSpec] | None = None, inputs=None,
                 overwrite: bool = False, graph=None, output_kind: str = "logits") -> ActivationStore:
@@ -1050,6 +1088,7 @@ def write_store(path, activations: Mapping[str, np.ndarray], *, labels, outputs,
     if outputs.ndim == 1:
         outputs = outputs[:, None]
     labels = np.asarray(labels)
+    _check_rows(activations, labels, outputs)
     specs = layer_specs or {name: LayerSpec(neurons=int(np.shape(a)[1]) if np.ndim(a) > 1 else 1)
                             for name, a in activations.items()}
     inputs_arr = None if inputs is None else np.asarray(inputs)
