@@ -121,7 +121,7 @@ CAPTURE = [
                                                        class_names=CLASSES), r"cow"),
     ("capture-wrong-width", lambda w: w.capture(w.model, (torch.randn(16, 5), w.y), w.new), r"5|shape"),
     ("capture-onto-existing-store", lambda w: w.capture(w.model, (w.x, w.y), w.store_path),
-     r"exists|overwrite"),
+     r"already holds a store; pass resume=True.*or overwrite=True"),
     ("capture-bad-batch-size", lambda w: w.capture(w.model, (w.x, w.y), w.new, batch_size=0), r"batch_size"),
     ("capture-bad-batch-size-type", lambda w: w.capture(w.model, (w.x, w.y), w.new, batch_size="big"),
      r"batch_size"),
@@ -407,13 +407,9 @@ def _enter_cockpit(w, **kwargs):
         pass
 
 
-# defects left in files another change owns (api: graph, capture, store; kit: the views):
-# a strict xfail each, so a fix makes it XPASS and the mark has to go
-_BUILTIN = "a builtin error class (the message is clear)"
-KNOWN = {
-    **{name: ("unclear", _BUILTIN) for name in (
-        "capture-onto-existing-store",)},
-}
+# defects left in files another change owns, by case name: (category, what happens); a strict xfail
+# each, so a fix makes it XPASS and the mark has to go. None are left.
+KNOWN: dict[str, tuple[str, str]] = {}
 CASES = GRAPH + CAPTURE + STORE + SUBSETS + PROJECTION + COCKPIT + LOG + WIDGETS + VIEWS
 PARAMS = [pytest.param(*case, id=case[0], marks=[pytest.mark.xfail(strict=True, reason=": ".join(KNOWN[case[0]]))]
                        if case[0] in KNOWN else []) for case in CASES]

@@ -16,10 +16,10 @@ from torch import nn
 
 from ..store import ActivationStore
 from .group import _Group
-from .options import CaptureError, CaptureInterrupted, NonFiniteWarning, _Options
+from .options import CaptureError, CaptureInterrupted, CaptureTargetExistsError, NonFiniteWarning, _Options
 from .session import _Session
 
-__all__ = ["capture", "CaptureError", "CaptureInterrupted", "NonFiniteWarning"]
+__all__ = ["capture", "CaptureError", "CaptureInterrupted", "CaptureTargetExistsError", "NonFiniteWarning"]
 
 
 def capture(model: nn.Module, data, path, *, layers: Iterable[str] | None = None, labels=None, metadata=None,

@@ -18,6 +18,10 @@ class CaptureError(ValueError):
     """A capture that cannot run as asked: the message says what to change."""
 
 
+class CaptureTargetExistsError(CaptureError, FileExistsError):
+    """The capture's store path already holds a store and neither resume nor overwrite was asked for."""
+
+
 class CaptureInterrupted(KeyboardInterrupt):
     """Ctrl-C or a kernel interrupt stopped a capture; every batch before it is committed."""
 

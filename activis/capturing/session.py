@@ -18,7 +18,7 @@ from ..store import MANIFEST, ActivationStore, StoreWriter, finish_shards, open_
 from . import pipeline as staging
 from .group import _Group
 from .layers import _Current, _describe, _fx_runner, _hook, _LayerPlan, _resolve, _select, _Tap
-from .options import CaptureError, CaptureInterrupted, NonFiniteWarning, _Options
+from .options import CaptureError, CaptureInterrupted, CaptureTargetExistsError, NonFiniteWarning, _Options
 from .pipeline import SLOTS, _Pipeline, _Slot
 from .sources import _as_tensor, _batch_len, _label_rows, _make_source, _split_batch
 
@@ -69,8 +69,8 @@ class _Session:
         if self.opts.resume:
             return open_store(self.path)
         if not self.opts.overwrite:
-            raise FileExistsError(f"{self.path} already holds a store; pass resume=True to continue it or "
-                                  "overwrite=True to replace it.")
+            raise CaptureTargetExistsError(f"{self.path} already holds a store; pass resume=True to continue it "
+                                           "or overwrite=True to replace it (or capture into a new path).")
         return None
 
     # -------------------------------------------------------------- prepare
