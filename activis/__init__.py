@@ -15,6 +15,7 @@ __version__ = "0.1.0"
 _EXPORTS = {
     "ComputationGraph": "graph", "GraphTraceWarning": "graph", "UnknownLayerError": "graph",
     "extract_graph": "graph", "ModelInputError": "graph", "GraphFormatError": "graph",
+    "GraphError": "graph",
     "ActivationStore": "store", "StoreError": "store", "open_store": "store", "write_store": "store",
     "capture": "capturing", "CaptureError": "capturing", "CaptureInterrupted": "capturing",
     "NonFiniteWarning": "capturing", "CaptureTargetExistsError": "capturing",

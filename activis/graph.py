@@ -28,7 +28,11 @@ class GraphTraceWarning(UserWarning):
     """Issued when the exact ``torch.fx`` graph could not be had and a fallback was used."""
 
 
-class ModelInputError(ValueError):
+class GraphError(ValueError):
+    """The graph's one error class: a model or input it cannot trace, or a graph file it cannot read."""
+
+
+class ModelInputError(GraphError):
     """The example (or captured) input does not fit the model: names the layer and torch's own error."""
 
 
@@ -48,7 +52,7 @@ def _describe_value(value) -> str:
     return type(value).__name__
 
 
-class GraphFormatError(ValueError):
+class GraphFormatError(GraphError):
     """A graph's JSON or dict is not one this activis can read: the message says what is wrong and what it expects."""
 
 
