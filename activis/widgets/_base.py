@@ -84,3 +84,14 @@ class View(ChecksTraits, anywidget.AnyWidget):
     @traitlets.validate("colours")
     def _check_colours(self, proposal):
         return check_colours(proposal["value"], self.colours)
+
+
+def kernel_loop():
+    """The IPython kernel's event loop, when running inside one: views that work in a thread send from it."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return None
+    shell = get_ipython()
+    kernel = getattr(shell, "kernel", None)
+    return getattr(kernel, "io_loop", None)

@@ -13,7 +13,7 @@ from ..analysis import as_indices
 from ..projection import ProjectionJob, Projector, instance_rows
 from . import colours
 from ._arrays import array_serialization
-from ._base import View, bundle, class_count
+from ._base import View, bundle, class_count, kernel_loop
 from .errors import ViewError, check_layer, check_neuron, check_store, unknown
 from .selection import Selection
 
@@ -302,7 +302,7 @@ class ProjectionView(View):
         """Mirror the job in the view. Called in the job's thread: in a kernel the update is handed to
         the kernel's own event loop, because comm messages sent from another thread can interleave
         with a running cell's messages (a notebook run by nbclient then waited forever)."""
-        loop = _kernel_loop()
+        loop = kernel_loop()
         if loop is not None and threading.current_thread() is not threading.main_thread():
             loop.add_callback(self._mirror_job, job)
         else:
@@ -368,13 +368,3 @@ def _short(value, limit: int = 80) -> str:
         text = str(value)
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
-
-def _kernel_loop():
-    """The IPython kernel's event loop, when running inside one."""
-    try:
-        from IPython import get_ipython
-    except ImportError:
-        return None
-    shell = get_ipython()
-    kernel = getattr(shell, "kernel", None)
-    return getattr(kernel, "io_loop", None)

@@ -8,9 +8,8 @@ import traitlets
 
 from ..slices import SliceReport, discover_slices
 from ..subsets import Subsets
-from ._base import View, bundle
+from ._base import View, bundle, kernel_loop
 from .errors import ViewError, check_type
-from .projection_view import _kernel_loop
 
 
 class SliceSuggestions(View):
@@ -100,7 +99,7 @@ class SliceSuggestions(View):
     def _later(self, fn, *args) -> None:
         """Run fn in the kernel's own event loop: comm messages from another thread can interleave with a
         running cell's (the projection view does the same)."""
-        loop = _kernel_loop()
+        loop = kernel_loop()
         if loop is not None and threading.current_thread() is not threading.main_thread():
             loop.add_callback(fn, *args)
         else:
