@@ -6,7 +6,9 @@
 import { defineView } from "./common/view.js";
 import { h, makeTooltip } from "./common/dom.js";
 import { encodeArray } from "./common/arrays.js";
-import { cssRGBA } from "./common/colours.js";
+import { colourScale, paintCells, sortOrder, formatValue, cellLines, STAT_TITLE } from "./matrix/cells.js";
+import { HEADER_H, drawMarks, drawHeader, paintRamp } from "./matrix/paint.js";
+import { CSS, matrixDom, rowLabel } from "./matrix/dom.js";
 
 /**
  * @typedef {import("./common/arrays.js").Serialised} Serialised
@@ -20,92 +22,9 @@ import { cssRGBA } from "./common/colours.js";
  *   height: number }} MatrixModel
  */
 
-const LABEL_W = 220;
-const HEADER_H = 20;
 const MIN_ROW_H = 4;
 const MAX_ROW_H = 22;
 const MAX_CELL_W = 40;
-const LUT_SIZE = 256;
-
-const CSS = `
-.activis-matrix .av-frame { display: grid; grid-template-columns: ${LABEL_W}px 1fr;
-  grid-template-rows: ${HEADER_H}px 1fr; border: 1px solid var(--av-border-soft); }
-.activis-matrix .av-corner { font-size: 11px; color: var(--av-fg-muted); padding: 2px 6px; overflow: hidden;
-  white-space: nowrap; border-bottom: 1px solid var(--av-border-soft); border-right: 1px solid var(--av-border-soft); }
-.activis-matrix .av-header { position: relative; overflow: hidden; border-bottom: 1px solid var(--av-border-soft);
-  cursor: pointer; }
-.activis-matrix .av-labels { position: relative; overflow: hidden; border-right: 1px solid var(--av-border-soft); }
-.activis-matrix .av-labels-inner { position: relative; }
-.activis-matrix .av-row { display: flex; align-items: center; gap: 4px; padding: 0 4px; overflow: hidden;
-  white-space: nowrap; cursor: pointer; box-sizing: border-box; }
-.activis-matrix .av-row:hover { background: var(--av-bg-alt); }
-.activis-matrix .av-row[data-selected="true"] { color: var(--av-accent); font-weight: 600; }
-.activis-matrix .av-row[data-hovered="true"] { background: var(--av-bg-alt); }
-.activis-matrix .av-row .av-text { flex: 1 1 auto; overflow: hidden; text-overflow: ellipsis; }
-.activis-matrix .av-row .av-size { flex: 0 0 auto; color: var(--av-fg-muted); font-size: 10px; }
-.activis-matrix .av-row button { display: none; flex: 0 0 auto; font: inherit; font-size: 10px; line-height: 1;
-  padding: 1px 3px; border: 1px solid var(--av-border); border-radius: 2px; background: var(--av-bg);
-  color: var(--av-fg); cursor: pointer; }
-.activis-matrix .av-row:hover button, .activis-matrix .av-row button[aria-pressed="true"] { display: inline-block; }
-.activis-matrix .av-row button[aria-pressed="true"] { border-color: var(--av-accent); color: var(--av-accent); }
-.activis-matrix .av-scroller { position: relative; overflow: auto; }
-.activis-matrix .av-canvas { position: absolute; left: 0; top: 0; cursor: crosshair; }
-.activis-matrix .av-footer { display: flex; gap: 12px; align-items: center; padding: 4px 0 0; font-size: 11px;
-  color: var(--av-fg-muted); flex-wrap: wrap; }
-.activis-matrix .av-status { color: var(--av-warn); cursor: pointer; }
-.activis-matrix .av-group { display: inline-flex; }
-.activis-matrix .av-group button { border-radius: 0; margin-left: -1px; }
-.activis-matrix .av-group button:first-child { border-radius: 3px 0 0 3px; margin-left: 0; }
-.activis-matrix .av-group button:last-child { border-radius: 0 3px 3px 0; }
-.activis-matrix .activis-toolbar input[type=number] { width: 90px; cursor: text; }
-.activis-matrix .activis-toolbar select { max-width: 170px; }
-`;
-
-/** Any CSS colour -> [r, g, b]. */
-const parseColor = (/** @type {string} */ css) => cssRGBA(css).slice(0, 3);
-
-function isDark(rgb) {
-  return 0.2126 * rgb[0] + 0.7152 * rgb[1] + 0.0722 * rgb[2] < 128;
-}
-
-/** A LUT_SIZE x RGBA table interpolating through the given stops. */
-function makeLut(stops) {
-  const lut = new Uint8ClampedArray(LUT_SIZE * 4);
-  for (let i = 0; i < LUT_SIZE; i++) {
-    const t = (i / (LUT_SIZE - 1)) * (stops.length - 1);
-    const k = Math.min(stops.length - 2, Math.floor(t));
-    const f = t - k;
-    for (let c = 0; c < 3; c++) lut[i * 4 + c] = stops[k][c] + (stops[k + 1][c] - stops[k][c]) * f;
-    lut[i * 4 + 3] = 255;
-  }
-  return lut;
-}
-
-function formatValue(v) {
-  if (v !== v) return "–";
-  const a = Math.abs(v);
-  if (a !== 0 && (a < 1e-3 || a >= 1e5)) return v.toExponential(2);
-  if (a >= 100) return v.toFixed(0);
-  const text = v.toPrecision(3);
-  return text.includes(".") && !text.includes("e") ? text.replace(/0+$/, "").replace(/\.$/, "") : text;
-}
-
-/** Neuron order by one row's values: largest first, NaN last, ties by index (as activis.subsets.sort_neurons).
- * @param {ArrayLike<number>} values @param {number} row @param {number} n */
-export function sortOrder(values, row, n) {
-  const order = new Int32Array(n);
-  for (let j = 0; j < n; j++) order[j] = j;
-  const base = row * n;
-  order.sort((a, b) => {
-    const va = values[base + a], vb = values[base + b];
-    const na = va !== va, nb = vb !== vb;
-    if (na || nb) return na === nb ? a - b : na ? 1 : -1;
-    return vb - va || a - b;
-  });
-  return order;
-}
-
-const STAT_TITLE = { mean: "mean activation", active: "fraction active", std: "standard deviation" };
 
 export default defineView({
   name: "matrix", css: CSS, source: "matrix", arrays: ["values", "neuron_order", "row_members", "row_offsets"], setup,
@@ -118,62 +37,10 @@ function setup(kit) {
     kit.colour(name, fallback);
 
   // ------------------------------------------------------------------ DOM
-  const layerSelect = h("select", { title: "Layer", "aria-label": "layer" });
-  const statSelect = h("select", { title: "Statistic shown in each cell", "aria-label": "statistic" });
-  for (const [value, text] of [["mean", "mean"], ["active", "fraction active"], ["std", "std"]]) {
-    statSelect.appendChild(h("option", { value, text }));
-  }
-  const modeButtons = {};
-  const modeGroup = h("span", { className: "av-group", role: "group", "aria-label": "neuron order" });
-  for (const [mode, text, title] of [
-    ["index", "Index", "Neurons in index order"],
-    ["sort", "Sort", "Neurons sorted by the values in the sort row"],
-    ["cluster", "Cluster", "Neurons with similar profiles side by side (hierarchical clustering)"],
-  ]) {
-    modeButtons[mode] = h("button", { text, title, "data-mode": mode, className: "av-mode" });
-    modeGroup.appendChild(modeButtons[mode]);
-  }
-  const sortSelect = h("select", { title: "Row to sort neurons by", "aria-label": "sort by row" });
-  const diffSelect = h("select", { title: "Show every row minus this row", "aria-label": "difference to" });
-  const zoomOut = h("button", { text: "−", title: "Narrower columns" });
-  const zoomFit = h("button", { text: "Fit", title: "Fit all neurons in the width" });
-  const zoomIn = h("button", { text: "+", title: "Wider columns (or Ctrl + wheel)" });
-  const addSubset = h("select", { title: "Add a subset row", "aria-label": "add subset" });
-  const addInstanceInput = h("input", {
-    type: "number", min: "0", placeholder: "instance #", "aria-label": "instance index",
-  });
-  const addInstanceButton = h("button", { text: "Pin", title: "Add this instance as a row" });
-  const toolbar = h("div", { className: "activis-toolbar" }, [
-    layerSelect, statSelect, modeGroup, h("span", { text: "by" }), sortSelect,
-    h("span", { text: "Δ" }), diffSelect, h("span", { className: "av-group" }, [zoomOut, zoomFit, zoomIn]),
-    addSubset, addInstanceInput, addInstanceButton,
-  ]);
-
-  const corner = h("div", { className: "av-corner" });
-  const header = h("div", { className: "av-header" });
-  const headerCanvas = h("canvas", { className: "av-header-canvas" });
-  header.appendChild(headerCanvas);
-  const labels = h("div", { className: "av-labels" });
-  const labelsInner = h("div", { className: "av-labels-inner" });
-  labels.appendChild(labelsInner);
-  const scroller = h("div", { className: "av-scroller" });
-  const spacer = h("div", { className: "av-spacer" });
-  const canvas = h("canvas", { className: "av-canvas" });
-  scroller.append(spacer, canvas);
-  const frame = h("div", { className: "av-frame" }, [corner, header, labels, scroller]);
-
-  const legendCanvas = h("canvas", { className: "av-legend", width: "160", height: "10" });
-  const legendLo = h("span");
-  const legendMid = h("span");
-  const legendHi = h("span");
-  const legendTitle = h("span");
-  const legendEmpty = h("span", { className: "av-empty" });
-  const info = h("span", { className: "av-info" });
-  const status = h("span", { className: "av-status", title: "click to dismiss" });
-  const footer = h("div", { className: "av-footer" }, [
-    legendTitle, h("span", {}, [legendLo]), legendCanvas, h("span", {}, [legendHi]), legendMid, legendEmpty, info,
-    status,
-  ]);
+  const { layerSelect, statSelect, modeButtons, sortSelect, diffSelect, zoomOut, zoomFit, zoomIn, addSubset,
+    addInstanceInput, addInstanceButton, toolbar, corner, header, headerCanvas, labels, labelsInner, scroller, spacer,
+    canvas, frame, legendCanvas, legendLo, legendMid, legendHi, legendTitle, legendEmpty, info, status, footer,
+  } = matrixDom();
   el.append(toolbar, frame, footer);
   const tooltip = makeTooltip(el);
   const ctx = canvas.getContext("2d");
@@ -190,6 +57,7 @@ function setup(kit) {
   let rows = [];
   let order = new Int32Array(0);
   let position = new Int32Array(0); // neuron -> column
+  /** @type {import("./matrix/cells.js").ColourScale} */
   let scale = { kind: "sequential", lo: 0, hi: 1, lut: null, nan: [200, 200, 200], hasNan: false };
   let cellW = 1, rowH = 12, fitMode = true;
   let hover = { row: -1, col: -1 };
@@ -226,28 +94,8 @@ function setup(kit) {
   function computeScale() {
     const stat = model.get("statistic");
     const diff = keyIndex(model.get("difference_to")) >= 0;
-    let lo = Infinity, hi = -Infinity, hasNan = false;
-    for (let i = 0; i < shown.length; i++) {
-      const v = shown[i];
-      if (v !== v) { hasNan = true; continue; }
-      if (v < lo) lo = v;
-      if (v > hi) hi = v;
-    }
-    if (lo === Infinity) { lo = 0; hi = 1; }
-    const bg = parseColor(themeColor(el, "--av-bg", "#ffffff"));
-    const theme = isDark(bg) ? "dark" : "light";
-    const hex = (/** @type {string[]} */ list) => list.map(parseColor);
-    const ramps = kit.palette().matrix; // low end is the theme background: zero reads as empty in light and dark
-    const diverging = diff || (stat === "mean" && lo < 0);
-    const nan = parseColor(themeColor(el, "--av-bg-alt", "#eeeeee"));
-    if (diverging) {
-      const m = Math.max(Math.abs(lo), Math.abs(hi)) || 1;
-      const stops = [...hex(ramps.diverging_low[theme]), bg, ...hex(ramps.diverging_high[theme])];
-      scale = { kind: "diverging", lo: -m, hi: m, lut: makeLut(stops), nan, hasNan };
-    } else {
-      const top = stat === "active" ? 1 : hi > 0 ? hi : 1;
-      scale = { kind: "sequential", lo: 0, hi: top, lut: makeLut([bg, ...hex(ramps.sequential[theme])]), nan, hasNan };
-    }
+    const bg = themeColor(el, "--av-bg", "#ffffff"), nan = themeColor(el, "--av-bg-alt", "#eeeeee");
+    scale = colourScale(shown, stat, diff, kit.palette().matrix, bg, nan);
   }
 
   function computeOrder() {
@@ -276,23 +124,7 @@ function setup(kit) {
     offscreen.height = Math.max(1, R);
     if (!R || !N) return;
     const image = offCtx.createImageData(N, R);
-    const px = image.data;
-    const { lo, hi, lut, nan } = scale;
-    const k = (LUT_SIZE - 1) / (hi - lo || 1);
-    for (let r = 0; r < R; r++) {
-      const src = r * N;
-      let dst = r * N * 4;
-      for (let p = 0; p < N; p++, dst += 4) {
-        const v = shown[src + order[p]];
-        if (v !== v) {
-          px[dst] = nan[0]; px[dst + 1] = nan[1]; px[dst + 2] = nan[2]; px[dst + 3] = 255;
-          continue;
-        }
-        let i = ((v - lo) * k) | 0;
-        i = i < 0 ? 0 : i > LUT_SIZE - 1 ? LUT_SIZE - 1 : i;
-        px[dst] = lut[i * 4]; px[dst + 1] = lut[i * 4 + 1]; px[dst + 2] = lut[i * 4 + 2]; px[dst + 3] = 255;
-      }
-    }
+    paintCells(image.data, shown, order, R, N, scale);
     offCtx.putImageData(image, 0, 0);
   }
 
@@ -327,19 +159,7 @@ function setup(kit) {
     rowEls.length = 0;
     const font = Math.min(12, rowH - 1);
     for (const row of rows) {
-      const text = h("span", { className: "av-text" });
-      text.textContent = row.label; // from data: text, never markup
-      const size = h("span", { className: "av-size" });
-      size.textContent = row.kind === "instance" ? "" : `n=${Number(row.size).toLocaleString()}`;
-      const sortBtn = h("button", { text: "↓", title: "Sort neurons by this row", className: "av-sort" });
-      const diffBtn = h("button", { text: "Δ", title: "Show every row minus this row", className: "av-diff" });
-      const removeBtn = h("button", { text: "×", title: "Remove this row", className: "av-remove" });
-      const div = h("div", { className: "av-row", "data-key": row.key, "data-kind": row.kind },
-        [text, size, sortBtn, diffBtn, removeBtn]);
-      div.title = `${row.label}\n${row.description}`;
-      div.style.height = `${rowH}px`;
-      div.style.fontSize = `${Math.max(6, font)}px`;
-      if (rowH < 8) { text.style.visibility = "hidden"; size.style.visibility = "hidden"; }
+      const { div, sortBtn, diffBtn, removeBtn } = rowLabel(row, rowH, font);
       div.addEventListener("click", () => {
         const key = model.get("selected_row") === row.key ? "" : row.key;
         save({ selected_row: key });
@@ -382,6 +202,7 @@ function setup(kit) {
     const dpr = window.devicePixelRatio || 1;
     const W = canvas.width / dpr, H = canvas.height / dpr;
     const sl = scroller.scrollLeft, st = scroller.scrollTop;
+    const cells = { R, N, cellW, rowH, order, position }, picked = marks();
     canvas.style.transform = `translate(${sl}px, ${st}px)`;
     ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
     ctx.fillStyle = themeColor(el, "--av-bg", "#fff");
@@ -396,11 +217,11 @@ function setup(kit) {
         ctx.drawImage(offscreen, c0, r0, c1 - c0, r1 - r0, c0 * cellW - sl, r0 * rowH - st, (c1 - c0) * cellW,
           (r1 - r0) * rowH);
       }
-      drawOverlay(sl, st, W, H);
+      drawMarks(ctx, cells, { sl, st, W, H }, picked, kit.colour);
     }
-    drawHeader(sl, W);
+    drawHeader(headerCtx, cells, sl, W, picked, kit.colour);
     markLabels();
-    el.dataset.highlightedNeurons = highlightedHere().join(",");
+    el.dataset.highlightedNeurons = picked.highlighted.join(",");
   }
 
   /** The linked view's neurons, when they belong to the layer shown here. */
@@ -408,87 +229,14 @@ function setup(kit) {
     return highlight.layer === model.get("layer") ? highlight.neurons.filter((j) => j >= 0 && j < N) : [];
   }
 
-  function drawOverlay(sl, st, W, H) {
-    const accent = themeColor(el, "--av-accent", "#1976d2");
-    const fg = themeColor(el, "--av-fg", "#111");
-    const neuron = model.get("selected_neuron");
-    const selRow = keyIndex(model.get("selected_row"));
-    const ref = keyIndex(model.get("difference_to"));
-    const colW = Math.max(cellW, 1);
-    ctx.lineWidth = 1.5;
-    if (neuron >= 0 && neuron < N) {
-      ctx.strokeStyle = accent;
-      ctx.strokeRect(position[neuron] * cellW - sl + 0.5, 0.5, colW - 1 + 1, Math.min(H, R * rowH - st) - 1);
-    }
-    if (selRow >= 0) {
-      ctx.strokeStyle = accent;
-      ctx.strokeRect(0.5, selRow * rowH - st + 0.5, Math.min(W, N * cellW - sl) - 1, rowH - 1);
-    }
-    if (ref >= 0) {
-      ctx.setLineDash([3, 3]);
-      ctx.strokeStyle = fg;
-      ctx.strokeRect(0.5, ref * rowH - st + 0.5, Math.min(W, N * cellW - sl) - 1, rowH - 1);
-      ctx.setLineDash([]);
-    }
-    if (cellW >= 2) {
-      ctx.setLineDash([2, 2]);
-      ctx.strokeStyle = themeColor(el, "--av-warn", "#e65100");
-      for (const j of highlightedHere()) ctx.strokeRect(position[j] * cellW - sl + 0.5, 0.5, colW - 1,
-        Math.min(H, R * rowH - st) - 1);
-      ctx.setLineDash([]);
-    }
-    if (hover.row >= 0 && hover.col >= 0) {
-      ctx.lineWidth = 1;
-      ctx.strokeStyle = fg;
-      ctx.strokeRect(hover.col * cellW - sl + 0.5, hover.row * rowH - st + 0.5, colW, rowH - 1);
-    }
-  }
-
-  function drawHeader(sl, W) {
-    const dpr = window.devicePixelRatio || 1;
-    headerCtx.setTransform(dpr, 0, 0, dpr, 0, 0);
-    headerCtx.clearRect(0, 0, W, HEADER_H);
-    headerCtx.fillStyle = themeColor(el, "--av-fg-muted", "#666");
-    headerCtx.font = "9px sans-serif";
-    headerCtx.textAlign = "center";
-    headerCtx.textBaseline = "middle";
-    if (!N) return;
-    const c0 = Math.max(0, Math.floor(sl / cellW)), c1 = Math.min(N, Math.ceil((sl + W) / cellW));
-    // every column's neuron id when there is room, else one id every ~60 px
-    const step = cellW >= 18 ? 1 : Math.max(1, Math.ceil(60 / cellW));
-    for (let p = Math.ceil(c0 / step) * step; p < c1; p += step) {
-      const x = (p + 0.5) * cellW - sl;
-      headerCtx.fillText(String(order[p]), x, HEADER_H / 2 + 2);
-      if (step > 1) headerCtx.fillRect(x, HEADER_H - 4, 1, 4);
-    }
-    headerCtx.fillStyle = themeColor(el, "--av-warn", "#e65100");
-    for (const j of highlightedHere()) headerCtx.fillRect(position[j] * cellW - sl, HEADER_H - 3,
-      Math.max(cellW, 2), 3);
-    const neuron = model.get("selected_neuron");
-    if (neuron >= 0 && neuron < N) {
-      const x = (position[neuron] + 0.5) * cellW - sl;
-      headerCtx.fillStyle = themeColor(el, "--av-accent", "#1976d2");
-      headerCtx.beginPath();
-      headerCtx.moveTo(x - 5, 0);
-      headerCtx.lineTo(x + 5, 0);
-      headerCtx.lineTo(x, 7);
-      headerCtx.fill();
-    }
+  /** What the painted marks need to know: the picked neuron and row, the difference row, links, hover. */
+  function marks() {
+    return { neuron: model.get("selected_neuron"), selRow: keyIndex(model.get("selected_row")),
+      ref: keyIndex(model.get("difference_to")), highlighted: highlightedHere(), hover };
   }
 
   function drawLegend() {
-    const lctx = legendCanvas.getContext("2d");
-    const w = legendCanvas.width;
-    const img = lctx.createImageData(w, legendCanvas.height);
-    for (let x = 0; x < w; x++) {
-      const i = Math.round((x / (w - 1)) * (LUT_SIZE - 1));
-      for (let y = 0; y < legendCanvas.height; y++) {
-        const d = (y * w + x) * 4;
-        for (let c = 0; c < 3; c++) img.data[d + c] = scale.lut[i * 4 + c];
-        img.data[d + 3] = 255;
-      }
-    }
-    lctx.putImageData(img, 0, 0);
+    paintRamp(legendCanvas, scale.lut);
     legendCanvas.style.border = "1px solid var(--av-border-soft)";
     const stat = model.get("statistic");
     const ref = keyIndex(model.get("difference_to"));
@@ -684,27 +432,9 @@ function setup(kit) {
   }
 
   function tooltipLines(cell) {
-    const row = rows[cell.row];
-    const v = shown[cell.row * N + cell.neuron];
-    const stat = model.get("statistic");
-    let rank = 1, valid = 0;
-    for (let j = 0; j < N; j++) {
-      const u = shown[cell.row * N + j];
-      if (u === u) { valid++; if (u > v) rank++; }
-    }
-    const kind = model.get("neuron_kind") || "unit";
-    const lines = [
-      row.kind === "instance" ? row.label : `${row.label} · ${Number(row.size).toLocaleString()} instances`,
-      `${kind} ${cell.neuron} (column ${cell.col + 1} of ${N})`,
-    ];
     const ref = keyIndex(model.get("difference_to"));
-    if (v !== v) lines.push(`${STAT_TITLE[stat]}: – (empty subset)`);
-    else if (ref >= 0) {
-      const a = raw[cell.row * N + cell.neuron], b = raw[ref * N + cell.neuron];
-      lines.push(`${STAT_TITLE[stat]}: ${formatValue(a)} − ${formatValue(b)} (${rows[ref].label}) = ${formatValue(v)}`);
-    } else lines.push(`${STAT_TITLE[stat]}: ${formatValue(v)}`);
-    if (v === v) lines.push(`rank ${rank} of ${valid} in this row`);
-    return lines;
+    return cellLines(cell, { rows, raw, shown, N, stat: model.get("statistic"), ref,
+      kind: model.get("neuron_kind") || "unit" });
   }
 
   canvas.addEventListener("mousemove", (ev) => {
