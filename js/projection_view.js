@@ -5,8 +5,13 @@
 // few milliseconds on any browser (measured in the page: data-draw-ms, data-highlight-ms).
 // Positions and colour codes arrive as binary buffers; names from the data are set as text only.
 import { defineView } from "./common/view.js";
-import { h, makeTooltip, formatCount } from "./common/dom.js";
-import { cssRGBA, pack, mix } from "./common/colours.js";
+import { makeTooltip } from "./common/dom.js";
+import { encodeArray } from "./common/arrays.js";
+import { cssRGBA, pack } from "./common/colours.js";
+import { addRowsInPolygon, autoPointSize, shuffledOrder, normalise, buildGrid, nearestRow, inPaintOrder,
+  fitTransform as fitLayout, dataTransform as layoutToData } from "./projection/geometry.js";
+import { paintPoints, paintRings, paintOverlay, colourTables, colourSignature, morph } from "./projection/paint.js";
+import { CSS, projectionDom, renderLegend, syncToolbar, statusText } from "./projection/controls.js";
 
 /**
  * @typedef {import("./common/arrays.js").Serialised} Serialised
@@ -18,144 +23,8 @@ import { cssRGBA, pack, mix } from "./common/colours.js";
  *   hover_details: {index?: number, fields?: string[][]}, lasso: Serialised | null, height: number }} ProjectionModel
  */
 
-const CSS = `
-.activis-projection .av-proj-box { display: flex; flex-direction: column; }
-.activis-projection .av-proj-frame { position: relative; flex: 1 1 auto; min-height: 120px; overflow: hidden;
-  border: 1px solid var(--av-border-soft); touch-action: none; user-select: none; outline: none; }
-.activis-projection .av-proj-frame canvas { position: absolute; left: 0; top: 0; }
-.activis-projection .av-proj-progress { position: absolute; left: 0; top: 0; height: 3px; width: 0;
-  background: var(--av-accent); transition: width 0.15s; pointer-events: none; }
-.activis-projection .av-proj-message { position: absolute; inset: 0; display: flex; align-items: center;
-  justify-content: center; text-align: center; padding: 16px; color: var(--av-fg-muted); pointer-events: none;
-  white-space: pre-wrap; }
-.activis-projection .av-proj-message[data-error="true"] { color: var(--av-warn); }
-.activis-projection .av-proj-info { color: var(--av-fg-muted); margin-left: auto; white-space: nowrap; }
-.activis-projection .av-proj-legend { max-height: 4.6em; overflow-y: auto; padding: 4px 0 0; }
-.activis-projection .av-proj-legend .entry { cursor: pointer; white-space: nowrap; }
-.activis-projection .av-proj-legend .entry:hover { color: var(--av-fg); text-decoration: underline; }
-.activis-projection .av-proj-legend .title { font-weight: 600; color: var(--av-fg); }
-.activis-projection .av-proj-gradient { width: 160px; height: 10px; vertical-align: middle;
-  border: 1px solid var(--av-border-soft); }
-.activis-projection .av-proj-neuron { width: 5em; }
-`;
-
-const METHOD_LABELS = { pca: "PCA", umap: "UMAP", tsne: "t-SNE" };
-const COLOR_LABELS = {
-  label: "true class", pred: "prediction", correct: "correct / misclassified", neuron: "neuron activation",
-};
-const MARGIN = 12; // css px around the fitted layout
 const ANIMATE_MS = 600;
 const ANIMATE_MAX_POINTS = 300_000;
-
-// ------------------------------------------------------------------ geometry
-/** Even-odd point in polygon; poly is a flat [x0, y0, x1, y1, ...] array in data coordinates. */
-function insidePolygon(x, y, poly) {
-  let inside = false;
-  const m = poly.length / 2;
-  for (let i = 0, j = m - 1; i < m; j = i++) {
-    const xi = poly[2 * i], yi = poly[2 * i + 1], xj = poly[2 * j], yj = poly[2 * j + 1];
-    if ((yi > y) !== (yj > y) && x < ((xj - xi) * (y - yi)) / (yj - yi) + xi) inside = !inside;
-  }
-  return inside;
-}
-
-/** Offsets of a filled disc (or square for tiny sizes) of `size` device pixels. */
-function stampOffsets(size) {
-  const out = [];
-  const r = size / 2;
-  const lo = -Math.floor((size - 1) / 2);
-  for (let dy = lo; dy < lo + size; dy++) {
-    for (let dx = lo; dx < lo + size; dx++) {
-      const cx = dx - lo + 0.5 - r, cy = dy - lo + 0.5 - r;
-      if (size <= 3 || cx * cx + cy * cy <= r * r + 0.25) out.push(dx, dy);
-    }
-  }
-  return Int32Array.from(out);
-}
-
-function autoPointSize(n) {
-  if (n <= 2_000) return 6;
-  if (n <= 20_000) return 4;
-  if (n <= 200_000) return 3;
-  if (n <= 600_000) return 2;
-  return 1;
-}
-
-/** A fixed pseudo-random draw order, so that no class is always painted over another. */
-function shuffledOrder(n) {
-  const order = new Uint32Array(n);
-  for (let i = 0; i < n; i++) order[i] = i;
-  let s = 0x9e3779b9;
-  for (let i = n - 1; i > 0; i--) {
-    s ^= s << 13; s ^= s >>> 17; s ^= s << 5;
-    const j = (s >>> 0) % (i + 1);
-    const t = order[i]; order[i] = order[j]; order[j] = t;
-  }
-  return order;
-}
-
-/** Layout normalised into [0, 1]^2 with one scale for both axes (aspect kept), NaN rows stay NaN. */
-function normalise(pos, n) {
-  let x0 = Infinity, x1 = -Infinity, y0 = Infinity, y1 = -Infinity;
-  for (let i = 0; i < n; i++) {
-    const x = pos[2 * i], y = pos[2 * i + 1];
-    if (!(Number.isFinite(x) && Number.isFinite(y))) continue;
-    if (x < x0) x0 = x; if (x > x1) x1 = x; if (y < y0) y0 = y; if (y > y1) y1 = y;
-  }
-  if (x0 > x1) { x0 = x1 = y0 = y1 = 0; }
-  const span = Math.max(x1 - x0, y1 - y0) || 1;
-  const cx = (x0 + x1) / 2, cy = (y0 + y1) / 2;
-  const extent = [Math.max((x1 - x0) / span, 1e-3), Math.max((y1 - y0) / span, 1e-3)];
-  const norm = new Float32Array(2 * n);
-  for (let i = 0; i < n; i++) {
-    norm[2 * i] = (pos[2 * i] - cx) / span + 0.5;
-    norm[2 * i + 1] = (pos[2 * i + 1] - cy) / span + 0.5;
-  }
-  return { norm, cx, cy, span, extent };
-}
-
-/** Uniform grid over the normalised layout for nearest-point queries. */
-function buildGrid(norm, n) {
-  const G = Math.max(1, Math.min(1024, Math.round(Math.sqrt(n / 4))));
-  const cellOf = new Int32Array(n);
-  const start = new Int32Array(G * G + 1);
-  for (let i = 0; i < n; i++) {
-    const x = norm[2 * i], y = norm[2 * i + 1];
-    if (!(x === x && y === y)) { cellOf[i] = -1; continue; }
-    const c = Math.min(G - 1, Math.max(0, Math.floor(y * G))) * G + Math.min(G - 1, Math.max(0, Math.floor(x * G)));
-    cellOf[i] = c;
-    start[c + 1]++;
-  }
-  for (let c = 0; c < G * G; c++) start[c + 1] += start[c];
-  const fill = start.slice(0, G * G);
-  const items = new Int32Array(n);
-  for (let i = 0; i < n; i++) if (cellOf[i] >= 0) items[fill[cellOf[i]]++] = i;
-  return { G, start, items };
-}
-
-function nearestRow(grid, norm, x, y, r) {
-  const { G, start, items } = grid;
-  const cx0 = Math.max(0, Math.floor((x - r) * G)), cx1 = Math.min(G - 1, Math.floor((x + r) * G));
-  const cy0 = Math.max(0, Math.floor((y - r) * G)), cy1 = Math.min(G - 1, Math.floor((y + r) * G));
-  let best = -1, bestD = r * r;
-  for (let cy = cy0; cy <= cy1; cy++) {
-    for (let cx = cx0; cx <= cx1; cx++) {
-      const c = cy * G + cx;
-      for (let k = start[c]; k < start[c + 1]; k++) {
-        const i = items[k];
-        const dx = norm[2 * i] - x, dy = norm[2 * i + 1] - y;
-        const d = dx * dx + dy * dy;
-        if (d <= bestD) { bestD = d; best = i; }
-      }
-    }
-  }
-  return best;
-}
-
-function encodeInt32(rows) {
-  const arr = Int32Array.from(rows);
-  return { dtype: "int32", shape: [arr.length], buffer: new DataView(arr.buffer) };
-}
 
 // ------------------------------------------------------------------ the view
 const ARRAYS = ["positions", "instance_ids", "color_codes", "selected_indices", "highlighted_indices",
@@ -167,38 +36,9 @@ export default defineView({ name: "projection", css: CSS, arrays: ARRAYS, source
 function setup(kit) {
   const { model, el } = kit;
 
-  // toolbar
-  const layerSelect = h("select", { title: "Layer whose activations are projected", "data-role": "layer" });
-  const methodSelect = h("select", { title: "Projection method", "data-role": "method" });
-  for (const [value, label] of Object.entries(METHOD_LABELS)) {
-    methodSelect.appendChild(h("option", { value, text: label }));
-  }
-  const colorSelect = h("select", { title: "Colour points by", "data-role": "color" });
-  const neuronInput = h("input", { type: "number", min: "0", step: "1", className: "av-proj-neuron",
-    title: "Neuron whose activation colours the points", "data-role": "neuron" });
-  const modeButtons = {};
-  for (const [mode, label, title] of [["pan", "Pan", "Drag to pan, wheel to zoom (shift-drag lassos)"],
-    ["lasso", "Lasso", "Drag a free shape to select (shift adds)"],
-    ["box", "Box", "Drag a rectangle to select (shift adds)"]]) {
-    modeButtons[mode] = h("button", { text: label, title, "data-mode": mode });
-  }
-  const fitButton = h("button", { text: "Fit", title: "Show all points (or double-click the map)" });
-  const clearButton = h("button", { text: "Clear", title: "Clear the selection (Esc)" });
-  const info = h("span", { className: "av-proj-info" });
-  const toolbar = h("div", { className: "activis-toolbar" }, [
-    layerSelect, methodSelect, colorSelect, neuronInput, modeButtons.pan, modeButtons.lasso, modeButtons.box,
-    fitButton, clearButton, info,
-  ]);
-
-  // map
-  const canvas = h("canvas", { className: "av-proj-points" });
-  const overlay = h("canvas", { className: "av-proj-overlay" });
-  const progressBar = h("div", { className: "av-proj-progress" });
-  const message = h("div", { className: "av-proj-message" });
-  const frame = h("div", { className: "av-proj-frame", tabindex: "0" }, [canvas, overlay, progressBar, message]);
-  const legend = h("div", { className: "activis-legend av-proj-legend" });
-  // the height goes on an inner box: ipywidgets rewrites the root's style from its Layout
-  const box = h("div", { className: "av-proj-box" }, [toolbar, frame, legend]);
+  const dom = projectionDom();
+  const { layerSelect, methodSelect, colorSelect, neuronInput, modeButtons, fitButton, clearButton, info, canvas,
+    overlay, progressBar, message, frame, legend, box } = dom;
   el.appendChild(box);
   const tooltip = makeTooltip(el);
   let ctx = kit.canvas(canvas, 1, 1);
@@ -244,22 +84,12 @@ function setup(kit) {
 
   // ---------------------------------------------------------------- transforms
   function fitTransform() {
-    // normalised [0,1]^2 -> css px: X = ax * nx + bx, Y = ay * ny + by; the layout (centred on
-    // 0.5) fills the frame with one scale for both axes
-    const [ex, ey] = layout ? layout.extent : [1, 1];
-    const s0 = Math.max(1, Math.min((cssW - 2 * MARGIN) / ex, (cssH - 2 * MARGIN) / ey));
-    const ox = cssW / 2 - s0 / 2, oy = cssH / 2 - s0 / 2;
-    return { ax: s0 * view.k, bx: ox * view.k + view.tx, ay: -s0 * view.k, by: (oy + s0) * view.k + view.ty };
+    return fitLayout(layout, cssW, cssH, view);
   }
 
   function dataTransform() {
     // data coordinates -> css px of the target layout (exposed for tests and linking)
-    const t = fitTransform();
-    if (!layout) return t;
-    const { cx, cy, span } = layout;
-    return {
-      ax: t.ax / span, bx: t.bx + t.ax * (0.5 - cx / span), ay: t.ay / span, by: t.by + t.ay * (0.5 - cy / span),
-    };
+    return layoutToData(fitTransform(), layout);
   }
 
   function cssToData(X, Y) {
@@ -279,24 +109,7 @@ function setup(kit) {
     bgRGBA[3] = 255;
     const accent = kit.colour("--av-accent", "#1976d2");
     paletteCss = model.get("palette") || [];
-    palette = new Uint32Array(256); faded = new Uint32Array(256); faint = new Uint32Array(256);
-    for (let c = 0; c < 256; c++) {
-      const rgb = cssRGBA(paletteCss[c] || accent);
-      palette[c] = pack(rgb[0], rgb[1], rgb[2]);
-      faded[c] = mix(rgb, bgRGBA, 0.22);
-      faint[c] = mix(rgb, bgRGBA, 0.07);
-    }
-  }
-
-  function colorSignature() {
-    // FNV-1a over every point's colour: changes whenever what is drawn changes colour
-    let hsh = 0x811c9dc5;
-    if (!codes) return "0";
-    for (let i = 0; i < n; i++) {
-      hsh ^= palette[codes[i]];
-      hsh = Math.imul(hsh, 16777619) >>> 0;
-    }
-    return hsh.toString(16);
+    ({ palette, faded, faint } = colourTables(paletteCss, accent, bgRGBA));
   }
 
   // ---------------------------------------------------------------- drawing
@@ -318,47 +131,19 @@ function setup(kit) {
     return { ax: t.ax * dpr, bx: t.bx * dpr, ay: t.ay * dpr, by: t.by * dpr, W: canvas.width, H: canvas.height };
   }
 
-  function stamp(x, y, col, offs, W, H) {
-    for (let k = 0; k < offs.length; k += 2) {
-      const xx = x + offs[k], yy = y + offs[k + 1];
-      if (xx >= 0 && xx < W && yy >= 0 && yy < H) pixels[yy * W + xx] = col;
-    }
-  }
-
-  function paintLayerPass(wanted, colours, size) {
-    // every point whose layer is `wanted`, in paint order (sequential reads)
-    const { ax, bx, ay, by, W, H } = paintTransform();
-    const xy = paintXY, cs = paintCodes, lay = layered ? paintLayer : null, px = pixels;
-    const offs = stampOffsets(size);
-    if (offs.length === 2) { // one pixel per point: the hot loop at a million points
-      const xMax = W - 0.5, yMax = H - 0.5;
-      for (let o = 0; o < n; o++) {
-        if (lay !== null && lay[o] !== wanted) continue;
-        const fx = ax * xy[2 * o] + bx, fy = ay * xy[2 * o + 1] + by;
-        if (!(fx >= -0.5 && fx < xMax && fy >= -0.5 && fy < yMax)) continue; // also skips NaN
-        px[((fy + 0.5) | 0) * W + ((fx + 0.5) | 0)] = colours[cs[o]];
-      }
-      return;
-    }
-    for (let o = 0; o < n; o++) {
-      if (lay !== null && lay[o] !== wanted) continue;
-      const x = Math.round(ax * xy[2 * o] + bx), y = Math.round(ay * xy[2 * o + 1] + by);
-      if (!(x > -size && x < W + size && y > -size && y < H + size)) continue; // also skips NaN
-      stamp(x, y, colours[cs[o]], offs, W, H);
-    }
-  }
-
   function drawBase() {
     if (!image) return;
     const t0 = performance.now();
     pixels.fill(pack(bgRGBA[0], bgRGBA[1], bgRGBA[2]));
     if (paintXY && n) {
       const size = pointSize();
+      const pass = (/** @type {number} */ wanted, /** @type {Uint32Array} */ colours) => paintPoints(pixels,
+        paintTransform(), paintXY, paintCodes, layered ? paintLayer : null, wanted, colours, size, n);
       if (layered) {
-        paintLayerPass(2, faint, size);
-        paintLayerPass(1, faded, size);
+        pass(2, faint);
+        pass(1, faded);
       }
-      paintLayerPass(0, palette, size);
+      pass(0, palette);
     }
     basePixels.set(pixels);
     el.dataset.points = String(paintXY ? visibleCount : 0);
@@ -378,17 +163,8 @@ function setup(kit) {
     const t0 = performance.now();
     if (fromBase) pixels.set(basePixels);
     if (highlighted.length && paintXY) {
-      const size = pointSize();
-      const { ax, bx, ay, by, W, H } = paintTransform();
       const ring = pack(fgRGBA[0], fgRGBA[1], fgRGBA[2]);
-      const outer = stampOffsets(size + 4), inner = stampOffsets(size + 1);
-      for (const row of highlighted) {
-        const o = rank[row];
-        const x = Math.round(ax * paintXY[2 * o] + bx), y = Math.round(ay * paintXY[2 * o + 1] + by);
-        if (!(x > -size - 4 && x < W + size + 4 && y > -size - 4 && y < H + size + 4)) continue;
-        stamp(x, y, ring, outer, W, H);
-        stamp(x, y, palette[paintCodes[o]], inner, W, H);
-      }
+      paintRings(pixels, paintTransform(), paintXY, paintCodes, rank, highlighted, ring, palette, pointSize());
     }
     ctx.putImageData(image, 0, 0);
     el.dataset.highlighted = String(highlighted.length);
@@ -396,31 +172,14 @@ function setup(kit) {
   }
 
   function drawOverlay(path = null, closed = false) {
-    octx.setTransform(dpr, 0, 0, dpr, 0, 0);
-    octx.clearRect(0, 0, cssW, cssH);
-    const accent = kit.colour("--av-accent", "#1976d2");
     const ringed = hoveredRow >= 0 ? hoveredRow : linkedHoverRow;
+    let ringAt = null;
     if (ringed >= 0 && ringed < n && paintXY) {
       const t = fitTransform();
       const o = rank[ringed];
-      const x = t.ax * paintXY[2 * o] + t.bx, y = t.ay * paintXY[2 * o + 1] + t.by;
-      octx.beginPath();
-      octx.arc(x, y, pointSize() / dpr / 2 + 4, 0, 2 * Math.PI);
-      octx.lineWidth = 2;
-      octx.strokeStyle = accent;
-      octx.stroke();
+      ringAt = { x: t.ax * paintXY[2 * o] + t.bx, y: t.ay * paintXY[2 * o + 1] + t.by, r: pointSize() / dpr / 2 + 4 };
     }
-    if (path && path.length >= 2) {
-      octx.beginPath();
-      octx.moveTo(path[0][0], path[0][1]);
-      for (const [x, y] of path.slice(1)) octx.lineTo(x, y);
-      if (closed) octx.closePath();
-      octx.lineWidth = 1.5;
-      octx.setLineDash([5, 4]);
-      octx.strokeStyle = accent;
-      octx.stroke();
-      octx.setLineDash([]);
-    }
+    paintOverlay(octx, dpr, cssW, cssH, kit.colour("--av-accent", "#1976d2"), ringAt, path, closed);
   }
 
   const scheduleDraw = kit.frame(() => { drawBase(); drawOverlay(); });
@@ -505,18 +264,8 @@ function setup(kit) {
     if (codes) for (let o = 0; o < n; o++) paintCodes[o] = codes[order[o]];
     readTheme();
     el.dataset.colorBy = model.get("color_by");
-    el.dataset.colorSignature = colorSignature();
-    renderLegend();
-  }
-
-  function inPaintOrder(norm) {
-    const out = new Float32Array(2 * n);
-    for (let o = 0; o < n; o++) {
-      const row = order[o];
-      out[2 * o] = norm[2 * row];
-      out[2 * o + 1] = norm[2 * row + 1];
-    }
-    return out;
+    el.dataset.colorSignature = colourSignature(codes, palette, n);
+    renderLegend(legend, model.get("legend") || {}, paletteCss, selectCode);
   }
 
   function loadPositions() {
@@ -544,7 +293,7 @@ function setup(kit) {
     for (let i = 0; pos && i < 2 * n; i += 2) {
       if (Number.isFinite(pos[i]) && Number.isFinite(pos[i + 1])) visibleCount++;
     }
-    const target = layout ? inPaintOrder(layout.norm) : null;
+    const target = layout ? inPaintOrder(layout.norm, order, n) : null;
     if (animate) {
       startAnimation(previous, target);
     } else {
@@ -556,127 +305,43 @@ function setup(kit) {
 
   function startAnimation(from, to) {
     if (animation) cancelAnimationFrame(animation.frame);
-    const current = new Float32Array(from); // keep `from` intact while interpolating
-    const t0 = performance.now();
     el.dataset.animating = "true";
-    const step = () => {
-      const t = Math.min(1, (performance.now() - t0) / ANIMATE_MS);
-      const e = t < 0.5 ? 2 * t * t : 1 - Math.pow(-2 * t + 2, 2) / 2;
-      if (t < 1) {
-        for (let i = 0; i < current.length; i++) current[i] = from[i] + (to[i] - from[i]) * e;
-        paintXY = current;
-        drawBase();
-        animation.frame = requestAnimationFrame(step);
-      } else {
-        paintXY = to;
-        animation = null;
-        delete el.dataset.animating;
-        drawBase();
-        drawOverlay();
-      }
-    };
-    animation = { frame: requestAnimationFrame(step) };
+    animation = morph(from, to, ANIMATE_MS, (current) => { paintXY = current; drawBase(); }, () => {
+      paintXY = to;
+      animation = null;
+      delete el.dataset.animating;
+      drawBase();
+      drawOverlay();
+    });
   }
 
   // ---------------------------------------------------------------- legend, toolbar, status
-  function renderLegend() {
-    const spec = model.get("legend") || {};
-    legend.replaceChildren();
-    if (!spec.kind) return;
-    legend.appendChild(h("span", { className: "title", text: spec.title || "" }));
-    if (spec.kind === "categorical") {
-      for (const entry of spec.entries || []) {
-        const item = h("span", { className: "entry", "data-code": String(entry.code),
-          title: "Click to select these points (shift adds)" }, [
-          h("span", { className: "swatch", style: { background: paletteCss[entry.code] || "#888" } }),
-          h("span", { text: `${entry.label} (${formatCount(entry.count)})` }),
-        ]);
-        item.addEventListener("click", (ev) => selectCode(entry.code, ev.shiftKey));
-        legend.appendChild(item);
-      }
-    } else {
-      const bar = h("canvas", { className: "av-proj-gradient", width: "160", height: "10" });
-      const g = bar.getContext("2d");
-      for (let x = 0; x < 160; x++) {
-        g.fillStyle = paletteCss[Math.min(254, Math.floor((x / 159) * 254))] || "#888";
-        g.fillRect(x, 0, 1, 10);
-      }
-      const [lo, hi] = spec.domain || [0, 1];
-      legend.append(h("span", { text: formatValue(lo) }), bar, h("span", { text: formatValue(hi) }));
-      if (spec.note) legend.appendChild(h("span", { text: spec.note }));
-      if (spec.missing) {
-        const swatch = h("span", { className: "swatch", style: { background: paletteCss[255] || "#888" } });
-        legend.append(h("span", {}, [swatch,
-          h("span", { text: `missing (${formatCount(spec.missing)})` })]));
-      }
-    }
-  }
-
-  function formatValue(v) {
-    if (!Number.isFinite(v)) return String(v);
-    const a = Math.abs(v);
-    return a !== 0 && (a < 1e-3 || a >= 1e5) ? v.toExponential(2) : String(Number(v.toPrecision(4)));
-  }
-
-  function syncToolbar() {
-    const layers = model.get("layers") || [];
-    const differs = (/** @type {HTMLSelectElement} */ select, /** @type {string[]} */ values) =>
-      select.options.length !== values.length || [...select.options].some((o, i) => o.value !== values[i]);
-    if (differs(layerSelect, layers)) {
-      layerSelect.replaceChildren(...layers.map((l) => h("option", { value: l, text: l })));
-    }
-    layerSelect.value = model.get("layer");
-    methodSelect.value = model.get("method");
-    const options = model.get("color_options") || [];
-    if (differs(colorSelect, options)) {
-      colorSelect.replaceChildren(...options.map((c) => h("option", { value: c, text: COLOR_LABELS[c] || c })));
-    }
-    colorSelect.value = model.get("color_by");
-    const isNeuron = model.get("color_by") === "neuron";
-    neuronInput.style.display = isNeuron ? "" : "none";
-    neuronInput.max = String(Math.max(0, model.get("n_neurons") - 1));
-    if (document.activeElement !== neuronInput) neuronInput.value = String(model.get("neuron"));
-    for (const [m, b] of Object.entries(modeButtons)) b.setAttribute("aria-pressed", String(m === mode));
+  function syncControls() {
+    syncToolbar(dom, model, mode);
     el.dataset.mode = mode;
   }
 
   function updateStatus() {
     const status = model.get("status");
-    const progress = model.get("progress");
-    const method = model.get("method");
     const shown = model.get("shown_method");
     el.dataset.status = status;
-    el.dataset.progress = String(progress);
+    el.dataset.progress = String(model.get("progress"));
     if (shown && el.dataset.shownMethod !== shown) {
       el.dataset.shownHistory = [el.dataset.shownHistory, shown].filter(Boolean).join(",");
     }
     el.dataset.shownMethod = shown;
-    const running = status === "running" || status === "pending";
-    progressBar.style.width = running ? `${Math.round(progress * 100)}%` : "0";
-    const parts = [`${n.toLocaleString()} points`];
-    if (selectedCount) parts.push(`${selectedCount.toLocaleString()} selected`);
-    if (running) {
-      const stage = model.get("stage") || "starting";
-      parts.push(`${METHOD_LABELS[method] || method}: ${stage} ${Math.round(progress * 100)}%`);
-      if (shown && shown !== method) parts.push(`showing ${METHOD_LABELS[shown] || shown}`);
-    } else if (shown) {
-      parts.push(METHOD_LABELS[shown] || shown);
-    }
-    info.textContent = parts.join(" · ");
-    const error = model.get("error");
-    message.dataset.error = String(Boolean(error));
-    if (error) message.textContent = error;
-    else if (!n) {
-      message.textContent = running ? `Computing ${METHOD_LABELS[method] || method} of ${model.get("layer")}…`
-        : "No layout yet.";
-    }
-    else message.textContent = "";
+    const text = statusText(model, n, selectedCount);
+    progressBar.style.width = text.running ? `${Math.round(model.get("progress") * 100)}%` : "0";
+    info.textContent = text.info;
+    message.dataset.error = String(text.error);
+    message.textContent = text.message;
   }
+
 
   // ---------------------------------------------------------------- selection
   function sendSelection(rows, polygon = null) {
     const sorted = Array.from(rows, idOfRow).sort((a, b) => a - b);
-    model.set("selected_indices", encodeInt32(sorted));
+    model.set("selected_indices", encodeArray(Int32Array.from(sorted), "int32"));
     // the lasso / box that made this selection (layout coordinates); none for clicks and legend picks
     const poly = polygon ? Float64Array.from(polygon) : null;
     const lasso = poly ? { dtype: "float64", shape: [poly.length / 2, 2], buffer: new DataView(poly.buffer) } : null;
@@ -694,17 +359,8 @@ function setup(kit) {
     if (!pos || cssPoints.length < 3) return;
     const poly = [];
     for (const [X, Y] of cssPoints) poly.push(...cssToData(X, Y));
-    let x0 = Infinity, x1 = -Infinity, y0 = Infinity, y1 = -Infinity;
-    for (let k = 0; k < poly.length; k += 2) {
-      x0 = Math.min(x0, poly[k]); x1 = Math.max(x1, poly[k]);
-      y0 = Math.min(y0, poly[k + 1]); y1 = Math.max(y1, poly[k + 1]);
-    }
     const rows = new Set(additive ? currentRows() : []);
-    for (let i = 0; i < n; i++) {
-      const x = pos[2 * i], y = pos[2 * i + 1];
-      if (x < x0 || x > x1 || y < y0 || y > y1) continue; // also skips NaN
-      if (insidePolygon(x, y, poly)) rows.add(i);
-    }
+    addRowsInPolygon(pos, n, poly, rows);
     sendSelection(rows, poly);
   }
 
@@ -855,7 +511,7 @@ function setup(kit) {
   });
 
   for (const [m, b] of Object.entries(modeButtons)) {
-    b.addEventListener("click", () => { mode = m; syncToolbar(); });
+    b.addEventListener("click", () => { mode = m; syncControls(); });
   }
   fitButton.addEventListener("click", () => { view = { k: 1, tx: 0, ty: 0 }; scheduleDraw(); });
   clearButton.addEventListener("click", () => sendSelection([]));
@@ -913,8 +569,8 @@ function setup(kit) {
   on("hover_details", () => {
     if (hoveredRow >= 0 && lastPointer) showTooltip(hoveredRow, lastPointer[0], lastPointer[1]);
   });
-  on("status progress stage shown_method error method", () => { updateStatus(); syncToolbar(); });
-  on("layers layer color_options color_by neuron n_neurons", syncToolbar);
+  on("status progress stage shown_method error method", () => { updateStatus(); syncControls(); });
+  on("layers layer color_options color_by neuron n_neurons", syncControls);
   on("point_size", scheduleDraw);
   on("height", () => { box.style.height = `${model.get("height")}px`; });
 
@@ -922,7 +578,7 @@ function setup(kit) {
   kit.onResize(frame, () => { if (resize()) { readTheme(); drawBase(); drawOverlay(); } });
   kit.onTheme(() => { readTheme(); scheduleDraw(); });
 
-  syncToolbar();
+  syncControls();
   loadCodes();
   loadPositions();
   resize();
