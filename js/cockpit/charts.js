@@ -1,7 +1,7 @@
 // @ts-check
-// The cockpit's SVG and canvas drawing: axes, legends and the instruments that are not step series
-// (the alpha distribution, the gradient gauge, the two histograms). Each chart draws into its card
-// from the data it is given and marks what it drew (data-points, data-total, data-steps).
+// The cockpit's SVG and canvas drawing: axes, legends and every instrument (step series, the alpha
+// distribution, the gradient gauge, the two histograms). Each chart draws into its card from the data
+// it is given and marks what it drew (data-points, data-total, data-steps); the panel adds the brush.
 import { h, svg } from "../common/dom.js";
 import { scaleLinear as linear, scaleLog, extent, formatValue as fmt } from "../common/axes.js";
 import { KNOWN, ema, spiky, median } from "./instruments.js";
