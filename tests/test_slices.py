@@ -10,6 +10,7 @@ from scipy import stats
 
 import activis
 from activis.slices import SliceError, discover_slices
+from activis.slices.discover import _Candidate, _rank
 from activis.slices.lattice import Scoring, pair_sizes, search
 from activis.slices.predicates import predicates
 from activis.slices.significance import adjust, conjunctions, families, p_bounds, p_values
@@ -195,6 +196,24 @@ def test_a_coherent_group_is_kept_over_its_worse_part(tmp_path):
     report = discover_slices(store, metric=wrong.astype(float))
     assert any(jaccard(s.members, inside) == 1.0 for s in report[:5]), [s.description for s in report[:5]]
     assert any(jaccard(s.members, worse) >= 0.9 for s in report[:5])  # and its worse part, said apart
+
+
+def test_a_chain_of_redundant_slices_keeps_one_of_them():
+    # B (12 rows, 6 errors) lies in X (B and 2 rows without error), X in A (36 rows, no other error): B is said
+    # by X, X by A (X is not clearly worse than the rest of A), and A by B (A has no error outside B). Each has
+    # its reason to go; a slice is dropped only in favour of one that is shown, so one of them is shown.
+    n = 400
+    errors = np.zeros(n)
+    errors[:6] = 1
+    errors[100 + np.arange(0, 300, 12)] = 1  # 25 errors spread over the rest
+    masks = {"A": np.arange(n) < 36, "X": np.arange(n) < 14, "B": np.arange(n) < 12}
+    candidates = [_Candidate("metadata", m, int(m.sum()), float(errors[m].sum()), 1.0, 1e-5, 1e-4, items=(k,))
+                  for k, m in enumerate(masks.values())]
+    scoring = Scoring(n=n, mean_error=float(errors.mean()), min_support=10, weight=0.95)
+    shown = _rank(candidates, errors, scoring, True, 0.05, True, True, 0.7, 10, "significance")
+    assert len(shown) >= 1
+    every = _rank(candidates, errors, scoring, True, 0.05, True, False, 1.0, 10, "significance")
+    assert len(every) == 3
 
 
 def test_loss_and_array_metrics(tmp_path):

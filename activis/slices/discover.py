@@ -343,7 +343,7 @@ def _rank(candidates: list[_Candidate], errors: np.ndarray, scoring: Scoring, bi
     no worse than the whole set outside that one (it is bad only because of what it contains). The
     bar for keeping the larger one is lower: a group whose errors are uneven (a corrupted kind of
     input fails more often in one part) is still one coherent failure, and its worst part alone
-    misses most of it.
+    misses most of it. A slice is dropped only in favour of one that is shown (`_shown`).
     The rest are ranked (by adjusted p-value, or by SliceLine's score) and a slice overlapping a
     better-ranked one by more than ``max_overlap`` (Jaccard) is skipped.
     """
@@ -369,11 +369,13 @@ def _rank(candidates: list[_Candidate], errors: np.ndarray, scoring: Scoring, bi
     worse_outside = p_values(np.maximum(outside, 1), np.maximum(sums[large] - shared, 0), n=scoring.n,
                              total=scoring.mean_error * scoring.n, binary=binary, variance=float(errors.var()))
     worse_outside[outside == 0] = 1.0
-    redundant = np.zeros(len(pool), bool)
     small_explained = worse_than_rest >= REDUNDANT_P  # per pair, one of the two says it all
-    redundant[small[small_explained]] = True
-    redundant[large[~small_explained & (worse_outside >= COHERENT_P)]] = True
-    kept = np.flatnonzero(~redundant) if drop_redundant else np.arange(len(pool))
+    large_explained = ~small_explained & (worse_outside >= COHERENT_P)
+    explained_by = [[] for _ in pool]  # i -> the slices that say all that i says
+    for i, j in [*zip(small[small_explained], large[small_explained]),
+                 *zip(large[large_explained], small[large_explained])]:
+        explained_by[int(i)].append(int(j))
+    kept = _shown(explained_by) if drop_redundant else np.arange(len(pool))
     chosen: list[int] = []
     for i in kept:
         if all(inter[i, j] / (sizes[i] + sizes[j] - inter[i, j]) <= max_overlap for j in chosen):
@@ -381,6 +383,32 @@ def _rank(candidates: list[_Candidate], errors: np.ndarray, scoring: Scoring, bi
             if len(chosen) == top_k:
                 break
     return [pool[i] for i in chosen]
+
+
+def _shown(explained_by: list[list[int]]) -> np.ndarray:
+    """The slices left once each slice explained by a shown one is dropped, best-ranked first.
+
+    Dropping every slice that some other one explains can drop them all: in a chain where a slice
+    is explained by a second, the second by a third and the third by the first, each has its
+    reason to go. A slice is dropped only in favour of one that is itself shown; where a cycle
+    leaves that open, the better-ranked slice is shown.
+    """
+    state = [0] * len(explained_by)  # 0 undecided, 1 deciding, 2 shown, 3 dropped
+
+    def decide(i: int) -> None:
+        state[i] = 1
+        for j in sorted(explained_by[i]):
+            if state[j] == 0:
+                decide(j)
+            if state[j] == 2:
+                state[i] = 3
+                return
+        state[i] = 2
+
+    for i in range(len(explained_by)):
+        if state[i] == 0:
+            decide(i)
+    return np.array([i for i in range(len(explained_by)) if state[i] == 2], np.int64)
 
 
 def _searched_rows(labels: np.ndarray, rows: np.ndarray, n_all: int):
