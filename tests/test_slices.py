@@ -10,6 +10,7 @@ from scipy import stats
 
 import activis
 from activis.slices import SliceError, discover_slices
+from activis.slices.activations import error_regions
 from activis.slices.discover import _Candidate, _rank
 from activis.slices.lattice import Scoring, pair_sizes, search
 from activis.slices.predicates import predicates
@@ -73,6 +74,27 @@ def test_planted_latent_group_is_found_in_activation_space(tmp_path):
     assert best.layer == "fc" and len(best.neurons) == 5 and best.neurons[0][1] > 0  # the shifted neurons go up
     assert best.definition.kind == "indices"
     assert set(report.tested) == {"1-predicate", "2-predicate", "3-predicate", "activation-group"}
+
+
+def test_error_regions_keep_a_failing_region_whole_and_place_rows_without_their_own_errors():
+    # a blob where 60 % fail among rows failing at 5 %: the mixture's error term would cut it into its failing and
+    # its passing rows; a region holds both
+    rng = np.random.default_rng(0)
+    n = 3000
+    z = rng.normal(size=(n, 8)).astype(np.float32)
+    blob = rng.random(n) < 0.1
+    z[blob, :3] += 4.0
+    errors = (rng.random(n) < np.where(blob, 0.6, 0.05)).astype(float)
+    reference = np.flatnonzero(rng.random(n) < 0.5)
+    regions = error_regions(z, reference, errors, min_size=30, seed=0)
+    assert regions and max(jaccard(np.flatnonzero(r), blob) for r in regions) >= 0.8
+    # membership of a row outside the reference rows does not depend on its own error, so the test half is fair
+    others = np.setdiff1d(np.arange(n), reference)
+    flipped = errors.copy()
+    flipped[others] = 1 - flipped[others]
+    again = error_regions(z, reference, flipped, min_size=30, seed=0)
+    assert len(again) == len(regions) and all((a == b).all() for a, b in zip(again, regions))
+    assert error_regions(z, reference, np.zeros(n), min_size=30, seed=0) == []
 
 
 def test_no_slice_on_data_without_one(tmp_path):

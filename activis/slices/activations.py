@@ -12,6 +12,13 @@ class). Components start from k-means run separately on the failing and the othe
 Fitting on the errors and then testing the same rows would find "significant" error groups in any
 data, so the rows are split: the mixture is fitted on one half, every row is then assigned by its
 activations and label only (never its error), and a group's test uses the other half alone.
+
+The mixture's error term is strong, and it tends to cut a failing region into its failing and
+its passing rows, which the label then keeps apart; a region where 60 % fail is one failure, not
+two groups. So a second, simpler kind of group is offered beside it: error regions (`error_regions`),
+the connected parts of activation space where the fitting half's errors, smoothed over each row's
+nearest neighbours, run at a multiple of the overall rate. They too are drawn from the fitting
+half's errors only and tested on the other half.
 """
 
 from __future__ import annotations
@@ -21,6 +28,8 @@ from scipy.special import logsumexp
 
 CHUNK_ROWS = 8192
 MERGE_DISTANCE = 1.0  # Bhattacharyya distance under which two components are one region
+REFERENCE_ROWS = 4096  # fitting rows whose errors are smoothed over (the nearest-neighbour search is against them)
+REGION_LEVELS = (1.5, 2.0, 3.0)  # smoothed error rates, as multiples of the overall rate, that bound a region
 
 
 def embed(activations: np.ndarray, rows: np.ndarray, *, dims: int, fit_rows: np.ndarray, seed: int) -> np.ndarray:
@@ -138,17 +147,83 @@ class ErrorAwareMixture:
         return out
 
 
-def neuron_contrast(activations: np.ndarray, rows: np.ndarray, groups: np.ndarray, n_groups: int) -> np.ndarray:
-    """Per group and neuron, the standardised mean difference between the group and the other rows."""
-    n_neurons = activations.shape[1]
+def error_regions(z: np.ndarray, reference: np.ndarray, errors: np.ndarray, *, min_size: int,
+                  seed: int) -> list[np.ndarray]:
+    """Connected regions of ``z`` where the errors of the ``reference`` rows run high (masks over z's rows).
+
+    Each row's smoothed error is the mean error of its k nearest reference rows (itself left out),
+    so only the reference rows' errors decide a row's membership. For each level in
+    `REGION_LEVELS` (times the reference rows' mean error), the reference rows above it are linked
+    to those of their neighbours that are too; each row above it joins the part of its nearest
+    such neighbour. Parts holding fewer than ``min_size`` rows are dropped, and so are repeats.
+    """
+    from sklearn.neighbors import NearestNeighbors
+
+    rng = np.random.default_rng(seed)
+    if len(reference) > REFERENCE_ROWS:
+        reference = np.sort(rng.choice(reference, REFERENCE_ROWS, replace=False))
+    base = float(errors[reference].mean())
+    k = int(np.clip(np.ceil(min_size * len(reference) / len(z)), 10, max(1, len(reference) - 1)))
+    if base <= 0 or len(reference) <= k:
+        return []
+    search = NearestNeighbors(n_neighbors=k + 1, algorithm="brute").fit(z[reference])
+    near = np.empty((len(z), k), np.int64)  # positions in ``reference``, nearest first, the row itself left out
+    for lo in range(0, len(z), CHUNK_ROWS):
+        found = search.kneighbors(z[lo:lo + CHUNK_ROWS], return_distance=False)
+        itself = reference[found] == np.arange(lo, lo + len(found))[:, None]
+        keep = ~itself
+        keep[keep.sum(axis=1) > k, -1] = False  # a row that is no reference row keeps its k nearest
+        near[lo:lo + CHUNK_ROWS] = found[keep].reshape(len(found), k)
+    smoothed = errors[reference][near].mean(axis=1)
+    regions, seen = [], set()
+    for level in REGION_LEVELS:
+        high = smoothed >= level * base
+        high_reference = high[reference]
+        if high.sum() < min_size or not high_reference.any():
+            continue
+        links = near[reference]  # reference -> reference neighbours
+        keep = high_reference[:, None] & high_reference[links]
+        graph = _graph(np.repeat(np.arange(len(reference)), k)[keep.ravel()], links[keep], len(reference))
+        part = np.full(len(reference), -1)
+        part[high_reference] = _components(graph)[high_reference]
+        nearest_high = np.where(high_reference[near], np.arange(k), k).min(axis=1)
+        member = high & (nearest_high < k)
+        label = np.full(len(z), -1)
+        label[member] = part[near[member, nearest_high[member]]]
+        for value in np.unique(label[label >= 0]):
+            mask = label == value
+            key = hash(np.packbits(mask).tobytes())
+            if mask.sum() >= min_size and key not in seen:
+                seen.add(key)
+                regions.append(mask)
+    return regions
+
+
+def _graph(sources: np.ndarray, targets: np.ndarray, n: int):
+    from scipy.sparse import coo_matrix
+
+    return coo_matrix((np.ones(len(sources)), (sources, targets)), shape=(n, n)).tocsr()
+
+
+def _components(graph) -> np.ndarray:
+    from scipy.sparse.csgraph import connected_components
+
+    return connected_components(graph, directed=False)[1]
+
+
+def neuron_contrast(activations: np.ndarray, rows: np.ndarray, groups: np.ndarray) -> np.ndarray:
+    """Per group and neuron, the standardised mean difference between the group and the other rows.
+
+    ``groups`` holds one boolean mask over ``rows`` per group; groups may overlap."""
+    n_groups, n_neurons = len(groups), activations.shape[1]
     sums = np.zeros((n_groups, n_neurons))
     squares = np.zeros((n_groups, n_neurons))
     for lo in range(0, len(rows), CHUNK_ROWS):
         block = np.nan_to_num(np.asarray(activations[rows[lo:lo + CHUNK_ROWS]], dtype=np.float64))
-        onehot = np.eye(n_groups)[groups[lo:lo + CHUNK_ROWS]]
-        sums += onehot.T @ block
-        squares += onehot.T @ (block * block)
-    counts = np.bincount(groups, minlength=n_groups).astype(np.float64)[:, None]
+        member = groups[:, lo:lo + CHUNK_ROWS].astype(np.float64)
+        sums += member @ block
+        squares += member @ (block * block)
+    counts = groups.sum(axis=1).astype(np.float64)[:, None]
     total, total_sq, n = sums.sum(0), squares.sum(0), float(len(rows))
     with np.errstate(invalid="ignore", divide="ignore"):
         mean_in = sums / counts

@@ -2,9 +2,10 @@
 
 Two searches, each its own family of tests: conjunctions of predicates over metadata columns
 (SliceLine's exact lattice search, `lattice`), and, given a layer, groups in its activation space
-where errors concentrate (an error-aware mixture, `activations`). The slices of one predicate, of two, ..., and the
-activation groups are each a family of tests with an equal share of alpha (Bonferroni across
-families, see `significance`), so the level holds for the report as a whole.
+where errors concentrate (an error-aware mixture and error regions, `activations`). The slices of
+one predicate, of two, ..., and the activation groups are each a family of tests with an equal
+share of alpha (Bonferroni across families, see `significance`), so the level holds for the report
+as a whole.
 Slices are ranked by SliceLine's score, near-duplicates (Jaccard overlap above ``max_overlap`` with
 a better slice) are dropped, and each comes with a `Subset` definition that gives exactly its
 members: a query for a metadata slice, the member indices for an activation group.
@@ -310,25 +311,29 @@ def _activation_groups(store, layer, rows, labels, errors, scoring, binary, corr
     mixture = space.ErrorAwareMixture(k, error_weight=max(1.0, z.shape[1] / 4), seed=seed)
     mixture.fit(z[fit_sample], codes[fit_sample], failing[fit_sample])
     merged = mixture.merged()
-    groups = merged[mixture.assign(z, codes)]
-    n_groups = int(merged.max()) + 1
-    sizes = np.bincount(groups, minlength=n_groups)
-    test_sizes = np.bincount(groups[test], minlength=n_groups)
-    test_errors = np.bincount(groups[test], weights=errors[test], minlength=n_groups)
+    assigned = merged[mixture.assign(z, codes)]
+    groups = [assigned == g for g in range(int(merged.max()) + 1)]
+    groups += space.error_regions(z, fit_sample, errors, min_size=scoring.min_support, seed=seed)
+    if not groups:
+        return {"candidates": [], "tested": 0, "contrast": np.zeros((0, activations.shape[1]))}
+    groups = np.stack(groups)
+    n_groups = len(groups)
+    sizes = groups.sum(axis=1)
+    test_sizes = groups[:, test].sum(axis=1)
+    test_errors = groups[:, test].astype(np.float64) @ errors[test]
     p = p_values(np.maximum(test_sizes, 1), test_errors, n=int(test.sum()), total=float(errors[test].sum()),
                  binary=binary, variance=float(errors[test].var()))
     p = np.where(test_sizes > 0, p, 1.0)
     adjusted = np.minimum(1.0, n_families * adjust(p, n_groups, correction))
-    contrast = space.neuron_contrast(activations, rows, groups, n_groups)
+    contrast = space.neuron_contrast(activations, rows, groups)
     candidates = []
     for g in range(n_groups):
         if sizes[g] < scoring.min_support:
             continue
-        mask = groups == g
-        total = float(errors[mask].sum())
+        total = float(errors[groups[g]].sum())
         score = float(scoring.score(int(sizes[g]), total))
         if score > 0:
-            candidates.append(_Candidate("activations", mask, int(sizes[g]), total, score, float(p[g]),
+            candidates.append(_Candidate("activations", groups[g], int(sizes[g]), total, score, float(p[g]),
                                          float(adjusted[g]), group=g))
     return {"candidates": candidates, "tested": n_groups, "contrast": contrast}
 
