@@ -125,13 +125,16 @@ def forward_inputs(kind, data):
     return (data,), {}
 
 
-def reduce_like(spec, value: torch.Tensor) -> np.ndarray:
-    """What the store must hold for one module output, computed here from the layer spec."""
+def reduce_like(spec, value: torch.Tensor, real: torch.Tensor | None = None) -> np.ndarray:
+    """What the store must hold for one module output, computed here from the layer spec, a sequence's over
+    the ``real`` steps of its padding mask (N, T) alone, row by row."""
     value = value.float()
     if spec.reduction == "none" or value.dim() <= 2:
         return value.reshape(len(value), -1).numpy()
     if spec.neuron_kind == "channel":
         return (value.flatten(2).amax(-1) if spec.reduction == "max" else value.flatten(2).mean(-1)).numpy()
+    if real is not None and value.shape[1] == real.shape[1]:
+        return np.concatenate([reduce_like(spec, v[r.bool()][None]) for v, r in zip(value, real, strict=True)])
     return {"mean": value.mean(1), "max": value.amax(1), "first": value[:, 0], "last": value[:, -1]}[
         spec.reduction].numpy()
 
@@ -164,7 +167,8 @@ def test_a_real_architecture_end_to_end(name, tmp_path):
             value = value[key]
         if not isinstance(value, torch.Tensor):  # a ModelOutput or a tuple: its first tensor
             value = value[0]
-        np.testing.assert_allclose(store.activations(layer), reduce_like(spec, value), rtol=1e-4, atol=1e-5,
+        expected = reduce_like(spec, value, kwargs.get("attention_mask"))  # padding left out
+        np.testing.assert_allclose(store.activations(layer), expected, rtol=1e-4, atol=1e-5,
                                    err_msg=f"{name}: layer {layer}")
     logits = out.logits if hasattr(out, "logits") else out
     np.testing.assert_allclose(store.outputs, logits.float().numpy(), rtol=1e-4, atol=1e-5)

@@ -25,7 +25,7 @@ __all__ = ["capture", "CaptureError", "CaptureInterrupted", "CaptureTargetExists
 def capture(model: nn.Module, data, path, *, layers: Iterable[str] | None = None, labels=None, metadata=None,
             class_names: list[str] | None = None, batch_size: int | None = None, device=None,
             dtype: str = "float16", channel_reduction: str = "mean", sequence_reduction: str = "mean",
-            reduce: Mapping[str, str] | None = None, layout: Mapping[str, str] | None = None,
+            sequence_mask=None, reduce: Mapping[str, str] | None = None, layout: Mapping[str, str] | None = None,
             select: Mapping[str, object] | None = None, output_element=None, output_kind: str = "auto",
             keep_inputs: bool | str = "auto", input_key: str | None = None, label_key: str | None = None,
             num_workers: int = 0, resume: bool = False, overwrite: bool = False, durable: bool = False,
@@ -57,6 +57,13 @@ def capture(model: nn.Module, data, path, *, layers: Iterable[str] | None = None
         keeps every element as a unit. ``reduce`` overrides per layer; ``layout`` says whether a
         3-D output is ``"channels"`` (N, C, L) or a ``"sequence"`` (N, T, F) where the producing
         module does not tell (1-d convolutions, norms and pools are channels).
+    sequence_mask
+        Which steps of a padded sequence are real (1 or True) and which are padding (0): a sequence
+        layer with as many steps as the mask is reduced over its real steps only (``first`` and
+        ``last`` are the first and last real step, for left or right padding). Default: a dict
+        input's ``attention_mask``; else the name of the input key that holds the mask, an (N, T)
+        array aligned with the instances, or ``False`` to reduce over every step, padding included.
+        A row with no real step is a `CaptureError` naming it.
     select, output_element
         For a layer (``select={"lstm": 0}``) or the model (``output_element="logits"``) that
         returns a tuple or dict: the index or key (a tuple for nested ones) of the tensor to keep.

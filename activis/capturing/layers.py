@@ -17,6 +17,7 @@ from torch import nn
 
 from ..graph import ComputationGraph
 from ..store import LayerSpec, NonFinite, check_finite
+from .masks import _Steps
 from .options import CHANNEL_REDUCTIONS, CaptureError, _Options
 from .pipeline import _Slot
 
@@ -172,6 +173,8 @@ class _LayerPlan:
         self.sequence_reduction = opts.sequence_reduction
         self.dtype = opts.dtype
         self.spec: LayerSpec | None = None
+        # a sequence layer with as many steps as the padding mask is reduced over the real steps; None: no mask
+        self.masked: bool | None = None
 
     def tensor(self, value) -> torch.Tensor:
         if not isinstance(value, torch.Tensor) or self.element:
@@ -231,8 +234,8 @@ class _LayerPlan:
                                f"{{{self.name!r}: 'channels'}} or {{{self.name!r}: 'channels_last'}}.")
         return self.point.image_layout
 
-    def rows(self, value: torch.Tensor) -> torch.Tensor:
-        """(n, neurons) view or reduction of one batch's value."""
+    def rows(self, value: torch.Tensor, steps: _Steps | None = None) -> torch.Tensor:
+        """(n, neurons) view or reduction of one batch's value (a sequence's over the real ``steps``)."""
         spec = self.spec
         n = value.shape[0]
         if spec.reduction == "none" or spec.neuron_kind == "unit":
@@ -254,6 +257,15 @@ class _LayerPlan:
                 return positions.amax(dim=-1)
             wide = torch.float32 if value.dtype in (torch.float16, torch.bfloat16) else None
             return positions.sum(dim=-1, dtype=wide) / positions.shape[-1]
+        if steps is not None and self.masked is None:  # fixed on the first batch, like the spec
+            self.masked = value.shape[1] == steps.length
+        if self.masked:
+            if value.shape[1] != steps.length:
+                raise CaptureError(f"Layer {self.name!r} had as many steps as the padding mask on the first "
+                                   f"instances, but has {value.shape[1]} for a mask of {steps.length} on the batch "
+                                   f"from row {steps.row}: its steps are not the inputs' steps. Capture it with "
+                                   f"reduce={{{self.name!r}: 'none'}}, or pass sequence_mask=False.")
+            return steps.reduce(value, spec.reduction)
         if spec.reduction == "mean":
             return value.mean(dim=1)
         if spec.reduction == "max":
@@ -270,6 +282,7 @@ class _Current:
     """The slot the taps write into: one object that the taps and the session share."""
 
     slot: _Slot | None = None
+    steps: _Steps | None = None  # the batch's real steps, when its inputs are padded
 
 
 class _Tap(nn.Module):
@@ -285,7 +298,7 @@ class _Tap(nn.Module):
         value = plan.tensor(value)
         if plan.spec is None:
             plan.derive(value, slot.n)
-        rows = plan.rows(value)
+        rows = plan.rows(value, self.current.steps)
         stored = slot.target(plan.name, plan.spec.neurons, plan.dtype)
         torch.from_numpy(stored).copy_(rows)
         found = check_finite(stored, lambda: rows.detach().float().cpu().numpy())

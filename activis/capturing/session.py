@@ -18,6 +18,7 @@ from ..store import MANIFEST, ActivationStore, StoreWriter, finish_shards, open_
 from . import pipeline as staging
 from .group import _Group
 from .layers import _Current, _describe, _fx_runner, _hook, _LayerPlan, _resolve, _select, _Tap
+from .masks import _MaskSource
 from .options import CaptureError, CaptureInterrupted, CaptureTargetExistsError, NonFiniteWarning, _Options
 from .pipeline import SLOTS, _Pipeline, _Slot
 from .sources import _as_tensor, _batch_len, _label_rows, _make_source, _split_batch
@@ -97,11 +98,13 @@ class _Session:
                 else opts.metadata
             if n is not None and len(self.metadata) != n:
                 raise CaptureError(f"metadata has {len(self.metadata)} rows for {n} instances.")
+        self.mask = _MaskSource(opts.sequence_mask, n)
         self._prepare_model()
         first = next(iter(self.source.batches(0, min(PROBE_ROWS, n) if n else PROBE_ROWS, PROBE_ROWS)), None)
         if first is None:
             raise CaptureError("The data holds no instances.")
         x, _ = self._unpack(first)
+        self.mask.resolve(x)
         example = self._to_device(x)
         args, _ = self._arguments(example)  # a dict is bound by name inside, as here
         self.graph = extract_graph(self.model, example if isinstance(example, Mapping) else args)
@@ -250,9 +253,11 @@ class _Session:
                           "with layers=[...] that every batch runs.", UserWarning, stacklevel=9)
         return [name for name in names if name not in skipped]
 
-    def _forward(self, x, slot: _Slot, rows: str):
-        """Run one batch (``slot.begin`` was called) with the taps writing into ``slot``; ``rows`` names it."""
+    def _forward(self, x, slot: _Slot, row: int, rows: str):
+        """Run the batch of rows ``row``.. (``slot.begin`` was called) with the taps writing into ``slot``;
+        ``rows`` names it."""
         self.current.slot = slot
+        self.current.steps = self.mask.steps(x, row, slot.n, self.device)
         for handle in self.hooks:
             handle.calls[0] = 0
         args, kwargs = self._arguments(x)
@@ -287,7 +292,7 @@ class _Session:
         slot = _Slot(n)
         slot.begin(n)
         with torch.inference_mode():
-            out = self._forward(example, slot, f"the first {n} instances")
+            out = self._forward(example, slot, 0, f"the first {n} instances")
             logits = self._logits(out)
             if self.runner is not self.model:
                 args, kwargs = self._arguments(example)
@@ -300,6 +305,7 @@ class _Session:
         kind = self.opts.output_kind
         self.output_kind = _detect_kind(logits.float().cpu().numpy()) if kind == "auto" else kind
         self.specs = {name: plan.spec for name, plan in self.plans.items()}
+        self._settle_mask()
         classes = 2 if self.n_outputs == 1 else self.n_outputs
         names = self.opts.class_names or self.source.classes
         if names is not None and len(names) != classes:
@@ -320,6 +326,18 @@ class _Session:
         if self.existing is not None:
             self._check_resumable(self.existing)
 
+    def _settle_mask(self) -> None:
+        """Record which layers the padding mask applies to; warn once of the sequence layers it cannot."""
+        masked = [name for name, plan in self.plans.items() if plan.masked]
+        other = [name for name, plan in self.plans.items() if plan.masked is False]
+        self.mask_info = None if self.mask.name is None else {"from": self.mask.name, "layers": masked}
+        if other:
+            steps = self.current.steps.length
+            warnings.warn(f"Layers {other} have another number of steps than the padding mask ({steps}): they are "
+                          "reduced over all their steps, padding included (a pooled or strided sequence has no "
+                          "mask). Capture them with reduce={layer: 'none'} to keep every step.", UserWarning,
+                          stacklevel=8)
+
     def _check_resumable(self, store: ActivationStore) -> None:
         info = store.capture_info
         problems = []
@@ -329,6 +347,11 @@ class _Session:
             for name, spec in self.specs.items():
                 if store.layer_spec(name) != spec:
                     problems.append(f"layer {name!r} was {store.layer_spec(name)}, now {spec}")
+        before = (info.get("sequence_mask") or {}).get("layers", [])  # a store from before masks had none
+        now = (self.mask_info or {}).get("layers", [])
+        if before != now:
+            problems.append(f"layers reduced over the real steps of a padding mask: {before} then, {now} now "
+                            "(pass the same sequence_mask; sequence_mask=False reduces over every step)")
         if store.n_expected != self.source.n:
             problems.append(f"{store.n_expected} instances then, {self.source.n} now")
         before = info.get("model_digests")
@@ -357,7 +380,7 @@ class _Session:
         self.data_digest = 0
         info = {"batch_size": self.batch_size, "dtype": opts.dtype, "device": str(self.device),
                 "model_type": type(self.model).__name__, "graph_method": self.graph.method,
-                "model_digests": self.model_digests,
+                "model_digests": self.model_digests, "sequence_mask": self.mask_info,
                 "world_size": self.group.world_size}
         self.writer = StoreWriter(self.path, layers=self.specs, n_outputs=self.n_outputs,
                                   class_names=self.class_names, n_expected=self.source.n, metadata=self.metadata,
@@ -393,7 +416,7 @@ class _Session:
                     slot.begin(n)
                     labels = self._fill(slot, x, y, row)
                     slot.end()
-                    self._digest(x, labels)
+                    self._digest(x, labels, self.mask.digest_part(row, n))
                     row += n
                     bar.update(n)
                     if slot.rows == slot.capacity or time.perf_counter() > deadline:
@@ -437,7 +460,7 @@ class _Session:
     def _fill(self, slot: _Slot, x, y, row: int) -> None:
         """Run the batch of rows ``row``.. and put its activations, outputs, labels and inputs in ``slot``."""
         n = slot.n
-        out = self._forward(self._to_device(x), slot, f"rows {row}-{row + n - 1}")
+        out = self._forward(self._to_device(x), slot, row, f"rows {row}-{row + n - 1}")
         logits = self._logits(out)
         if logits.shape != (n, self.n_outputs):
             raise CaptureError(f"The model's output has shape {tuple(logits.shape)} for a batch of {n}; expected "
@@ -461,14 +484,14 @@ class _Session:
         return given
 
     # --------------------------------------------------------------- digest
-    def _digest(self, x, labels) -> None:
+    def _digest(self, x, labels, mask) -> None:
         """Fold one written batch's inputs and labels into the data digest the next commit records.
 
         A resumed capture recomputes it over the rows already written and refuses data that
         differs anywhere in them. The digest is a CRC-32 (about 1 GB/s, 4x faster than sha256 here):
         it tells data apart by accident, not against someone forging a collision.
         """
-        self.data_digest = _crc(self.data_digest, x, labels)
+        self.data_digest = _crc(self.data_digest, x, labels, mask)
         self.writer.data_digest = f"{self.data_digest:08x}"
 
     def _digest_of_written(self):
@@ -481,7 +504,8 @@ class _Session:
         for batch in self.source.batches(self.lo, self.lo + done, self.batch_size):
             x, y = self._unpack(batch)
             n = _batch_len(x)
-            digest = _crc(digest, x, np.broadcast_to(self._labels_of(y, row, n), (n,)))
+            labels = np.broadcast_to(self._labels_of(y, row, n), (n,))
+            digest = _crc(digest, x, labels, self.mask.digest_part(row, n))
             row += n
         if self.writer.data_digest is not None and f"{digest:08x}" != self.writer.data_digest:
             raise CaptureError(f"Cannot resume {self.path}: the inputs or labels of the {done:,} instances already "
@@ -546,11 +570,13 @@ def _model_digests(model: nn.Module) -> dict[str, str]:
             for name, value in model.state_dict().items()}
 
 
-def _crc(crc: int, x, labels) -> int:
-    """``crc`` continued over a batch's input tensors and its labels (int64, as stored)."""
+def _crc(crc: int, x, labels, mask: np.ndarray | None = None) -> int:
+    """``crc`` continued over a batch's input tensors, its labels (int64, as stored) and a padding mask given
+    apart from the inputs."""
     for value in _tensors(x):
         crc = zlib.crc32(_bytes_of(value), crc)
-    return zlib.crc32(np.ascontiguousarray(labels, dtype=np.int64), crc)
+    crc = zlib.crc32(np.ascontiguousarray(labels, dtype=np.int64), crc)
+    return crc if mask is None else zlib.crc32(mask, crc)
 
 
 def _tensors(x):
