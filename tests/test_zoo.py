@@ -204,3 +204,61 @@ def test_a_model_with_data_dependent_branches_end_to_end(tmp_path):
                                    rtol=1e-4, atol=1e-5, err_msg=f"layer {layer}")
     np.testing.assert_allclose(store.outputs, outputs.numpy(), rtol=1e-4, atol=1e-5)
     assert Explorer(store, method="pca").store is store
+
+
+# ---------------------------------------------------------------- padded batches
+PADDED_LAYERS = {  # a sequence layer for each reduction, outside the blocks and inside them
+    "bert": {"bert.embeddings": "mean", "bert.encoder.layer.0.intermediate": "max", "bert.encoder.layer.0": "first",
+             "bert.encoder.layer.1": "last"},
+    "gpt2": {"transformer.h.0.mlp": "mean", "transformer.h.0": "max", "transformer.h.1.ln_2": "first",
+             "transformer": "last"},
+}
+
+
+def padded_items(side: str):
+    """Sequences of 2..T real tokens, padded to T on ``side`` with their positions counted from their first
+    real token (what a tokenizer and the model's own position ids give unpadded), and each alone."""
+    g = torch.Generator().manual_seed(4)
+    lengths = [T, 2, 5, T - 1, 3, 6, 4, T - 2]
+    items, alone = [], []
+    for i, length in enumerate(lengths):
+        ids = torch.randint(1, VOCAB, (length,), generator=g)
+        real = slice(0, length) if side == "right" else slice(T - length, T)
+        item = {"input_ids": torch.zeros(T, dtype=torch.long), "attention_mask": torch.zeros(T, dtype=torch.long),
+                "position_ids": torch.zeros(T, dtype=torch.long), "label": i % 3}
+        item["input_ids"][real], item["attention_mask"][real], item["position_ids"][real] = ids, 1, torch.arange(length)
+        items.append(item)
+        alone.append({"input_ids": ids[None], "attention_mask": torch.ones(1, length, dtype=torch.long),
+                      "position_ids": torch.arange(length)[None], "label": torch.tensor([i % 3])})
+    return items, alone
+
+
+class Batches:
+    """Ready batches, one sequence each (a list would be read as a Dataset of items)."""
+
+    def __init__(self, batches):
+        self.batches = batches
+
+    def __iter__(self):
+        return iter(self.batches)
+
+
+@pytest.mark.filterwarnings("ignore::activis.NonFiniteWarning")  # a few float16 underflows in GPT-2's MLP
+@pytest.mark.parametrize("side", ["right", "left"])
+@pytest.mark.parametrize("name", PADDED_LAYERS)
+def test_a_padded_batch_stores_what_each_sequence_alone_would(name, side, tmp_path):
+    """The pads are left out of every reduction, of layers inside the blocks and out, on either side (float16
+    storage: two roundings apart at most)."""
+    torch.manual_seed(0)
+    model = CASES[name][0]().eval()
+    items, alone = padded_items(side)
+    layers = PADDED_LAYERS[name]
+    options = {"layers": list(layers), "reduce": layers, "progress": False}
+    store = capture(model, items, tmp_path / "padded", batch_size=4, **options)
+    single = capture(model, Batches(alone), tmp_path / "alone", **options)
+    assert store.capture_info["sequence_mask"] == {"from": "attention_mask", "layers": list(layers)}
+    for layer, how in layers.items():
+        assert store.layer_spec(layer).reduction == how
+        np.testing.assert_allclose(store.activations(layer).astype(np.float32),
+                                   single.activations(layer).astype(np.float32), rtol=2e-3, atol=2e-3,
+                                   err_msg=f"{name}, {side} padding: layer {layer} ({how})")
