@@ -134,6 +134,22 @@ CAPTURE = [
      r"one of 'channels', 'sequence', 'channels_last', not 'diagonal'"),
     ("capture-resume-and-overwrite", lambda w: w.capture(w.model, (w.x, w.y), w.store_path, resume=True,
                                                         overwrite=True), r"resume.*overwrite"),
+    ("capture-mask-3d", lambda w: w.capture(w.model, (w.x, w.y), w.new, sequence_mask=np.ones((16, 4, 2))),
+     r"shape \(16, 4, 2\); a padding mask is \(16, T\): one row per instance"),
+    ("capture-mask-too-few-rows", lambda w: w.capture(w.model, (w.x, w.y), w.new, sequence_mask=np.ones((5, 4))),
+     r"shape \(5, 4\); a padding mask is \(16, T\).*sequence_mask=False"),
+    ("capture-mask-not-binary", lambda w: w.capture(w.model, (w.x, w.y), w.new,
+                                                   sequence_mask=np.full((16, 4), 0.5)),
+     r"values other than 0 and 1 \(dtype float64\); a padding mask is 1 \(or True\)"),
+    ("capture-mask-text", lambda w: w.capture(w.model, (w.x, w.y), w.new, sequence_mask=np.full((16, 4), "a")),
+     r"values other than 0 and 1"),
+    ("capture-mask-not-a-mask", lambda w: w.capture(w.model, (w.x, w.y), w.new, sequence_mask=3),
+     r"sequence_mask must be an \(N, T\) array .*the name of the input key.*False.*not int"),
+    ("capture-mask-key-without-dict", lambda w: w.capture(w.model, (w.x, w.y), w.new, sequence_mask="mask"),
+     r"sequence_mask='mask' names an input key, but the model's input is Tensor, not a dict"),
+    ("capture-mask-unknown-key", lambda w: w.capture(w.model, [{"input": w.x[i], "other": w.x[i]} for i in range(16)],
+                                                    w.new, sequence_mask="mask"),
+     r"sequence_mask='mask' is not among the inputs' keys: input, other"),
 ]
 
 STORE = [

@@ -53,6 +53,13 @@ class _MaskSource:
         if self.key is not None and not isinstance(x, Mapping):
             raise CaptureError(f"sequence_mask={self.key!r} names an input key, but the model's input is "
                                f"{type(x).__name__}, not a dict; pass the mask itself as an (N, T) array.")
+        if self.key is not None:
+            self._check_key(x)
+
+    def _check_key(self, x) -> None:
+        if self.key not in x:
+            raise CaptureError(f"sequence_mask={self.key!r} is not among the inputs' keys: "
+                               f"{', '.join(map(str, x))}.")
 
     def steps(self, x, row: int, n: int, device) -> _Steps | None:
         """The real steps of the batch of rows ``row``..``row + n - 1`` (its model input is ``x``)."""
@@ -60,9 +67,7 @@ class _MaskSource:
             return _Steps.of(torch.from_numpy(self.array[row:row + n]).to(device), row)
         if self.key is None:
             return None
-        if self.key not in x:
-            raise CaptureError(f"sequence_mask={self.key!r} is not among the inputs' keys: "
-                               f"{', '.join(map(str, x))}.")
+        self._check_key(x)
         value = x[self.key]
         if not isinstance(value, torch.Tensor):
             value = torch.as_tensor(np.asarray(value))
