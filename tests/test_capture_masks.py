@@ -135,6 +135,9 @@ def test_a_mask_given_as_an_array_or_named_by_key(how, tmp_path):
                     batch_size=4)
         np.testing.assert_allclose(store.activations("proj"), expected, rtol=1e-6, atol=1e-6)
         assert store.capture_info["sequence_mask"] == {"from": "array", "layers": ["proj"]}
+    with pytest.raises(CaptureError, match=r"sequence_mask has 9 rows, but the data goes on past them \(rows 8-11\)"):
+        run(model, Batches(list(torch.cat([ids, ids[:3]]).split(4))), tmp_path / "long", layers=["proj"],
+            sequence_mask=mask, batch_size=4)
     named = NamedMask().eval()
     named.load_state_dict(model.state_dict())
     items = [{"tokens": ids[i], "real": mask[i], "label": i % 2} for i in range(len(seqs))]
@@ -180,7 +183,7 @@ def test_a_row_without_a_real_step_is_an_error_naming_it(tmp_path):
     assert open_store(tmp_path / "s").n_instances == 8  # the batches before it are committed
     mask[2] = 0  # among the first instances, which capture runs before it writes anything
     items = [{"input_ids": ids[i], "attention_mask": mask[i]} for i in range(12)]
-    with pytest.raises(CaptureError, match=r"Rows 2 have no real step"):
+    with pytest.raises(CaptureError, match=r"Row 2 has no real step"):
         run(model, items, tmp_path / "t", layers=["proj"], batch_size=4)
     assert not (tmp_path / "t").exists()
 

@@ -64,7 +64,11 @@ class _MaskSource:
     def steps(self, x, row: int, n: int, device) -> _Steps | None:
         """The real steps of the batch of rows ``row``..``row + n - 1`` (its model input is ``x``)."""
         if self.array is not None:
-            return _Steps.of(torch.from_numpy(self.array[row:row + n]).to(device), row)
+            rows = self.array[row:row + n]
+            if len(rows) != n:  # data of unknown length, longer than the mask
+                raise CaptureError(f"sequence_mask has {len(self.array)} rows, but the data goes on past them "
+                                   f"(rows {row}-{row + n - 1}); give it one row per instance.")
+            return _Steps.of(torch.from_numpy(rows).to(device), row)
         if self.key is None:
             return None
         self._check_key(x)
@@ -111,9 +115,10 @@ class _Steps:
         empty = (count == 0).nonzero().flatten().tolist()
         if empty:
             rows = ", ".join(str(row + i) for i in empty[:10]) + (", ..." if len(empty) > 10 else "")
-            raise CaptureError(f"Rows {rows} have no real step in their padding mask (all 0): a sequence reduction "
-                               "of nothing has no value. Leave those instances out, or pass sequence_mask=False to "
-                               "reduce over every step.")
+            which = f"Rows {rows} have" if len(empty) > 1 else f"Row {rows} has"
+            raise CaptureError(f"{which} no real step in the padding mask (all 0): a sequence reduction of nothing "
+                               "has no value. Leave those instances out, or pass sequence_mask=False to reduce over "
+                               "every step.")
         index = torch.arange(mask.shape[1], device=mask.device)
         first = torch.where(mask, index, mask.shape[1]).amin(dim=1)
         last = torch.where(mask, index, -1).amax(dim=1)
@@ -121,11 +126,12 @@ class _Steps:
 
     def reduce(self, value: torch.Tensor, how: str) -> torch.Tensor:
         """(n, F) from a sequence value (n, T, F) over its real steps only."""
+        device = value.device  # a layer may run on another device than the inputs (a model split over several)
         if how in ("first", "last"):
-            rows = torch.arange(value.shape[0], device=value.device)
-            return value[rows, self.first if how == "first" else self.last]
-        real = self.mask.unsqueeze(-1)
+            rows = torch.arange(value.shape[0], device=device)
+            return value[rows, (self.first if how == "first" else self.last).to(device)]
+        real = self.mask.to(device).unsqueeze(-1)
         if how == "max":
             return torch.where(real, value, float("-inf")).amax(dim=1)
         wide = torch.float32 if value.dtype in (torch.float16, torch.bfloat16) else None
-        return torch.where(real, value, 0).sum(dim=1, dtype=wide) / self.count.unsqueeze(-1)
+        return torch.where(real, value, 0).sum(dim=1, dtype=wide) / self.count.to(device).unsqueeze(-1)
