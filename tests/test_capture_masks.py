@@ -138,6 +138,11 @@ def test_a_mask_given_as_an_array_or_named_by_key(how, tmp_path):
     with pytest.raises(CaptureError, match=r"sequence_mask has 9 rows, but the data goes on past them \(rows 8-11\)"):
         run(model, Batches(list(torch.cat([ids, ids[:3]]).split(4))), tmp_path / "long", layers=["proj"],
             sequence_mask=mask, batch_size=4)
+    beside = [{"tokens": ids[i], "attention_mask": mask[i], "label": i % 2} for i in range(len(seqs))]
+    store = run(model, beside, tmp_path / "beside", layers=["proj"], sequence_reduction=how, input_key="tokens",
+                batch_size=4)  # the model takes the tokens alone: its mask is found beside them
+    np.testing.assert_allclose(store.activations("proj"), expected, rtol=1e-6, atol=1e-6)
+    assert store.capture_info["sequence_mask"] == {"from": "attention_mask", "layers": ["proj"]}
     named = NamedMask().eval()
     named.load_state_dict(model.state_dict())
     items = [{"tokens": ids[i], "real": mask[i], "label": i % 2} for i in range(len(seqs))]
@@ -225,6 +230,25 @@ def test_resume_sees_the_same_mask(tmp_path):
                       progress=False, dtype="float32")
     assert resumed.is_complete
     np.testing.assert_array_equal(resumed.activations("proj"), reference.activations("proj"))
+
+
+def test_resume_sees_the_same_mask_beside_the_input(tmp_path):
+    """A mask that is not one of the model's inputs (input_key= chose another) is in the data digest too."""
+    model = TokensOnly().eval()
+    ids, mask = padded(sequences(n=24, seed=6), "left")
+    other = mask.clone()
+    other[2, -1] = 0
+
+    def items(masks, at=None):
+        return Interrupting([{"tokens": ids[i], "attention_mask": masks[i]} for i in range(24)], at=at)
+
+    with pytest.raises(CaptureInterrupted):
+        run(model, items(mask, at=18), tmp_path / "s", layers=["proj"], input_key="tokens", batch_size=8)
+    with pytest.raises(CaptureError, match="the 16 instances already written differ from the data given now"):
+        capture(model, items(other), tmp_path / "s", layers=["proj"], input_key="tokens", resume=True,
+                progress=False, dtype="float32")
+    assert capture(model, items(mask), tmp_path / "s", layers=["proj"], input_key="tokens", resume=True,
+                   progress=False, dtype="float32").is_complete
 
 
 def test_a_store_begun_without_a_mask_resumes_only_without_one(tmp_path):

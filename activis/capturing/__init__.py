@@ -60,8 +60,8 @@ def capture(model: nn.Module, data, path, *, layers: Iterable[str] | None = None
     sequence_mask
         Which steps of a padded sequence are real (1 or True) and which are padding (0): a sequence
         layer with as many steps as the mask is reduced over its real steps only (``first`` and
-        ``last`` are the first and last real step, for left or right padding). Default: a dict
-        input's ``attention_mask``; else the name of the input key that holds the mask, an (N, T)
+        ``last`` are the first and last real step, for left or right padding). Default: the
+        ``attention_mask`` of a dict input or batch; else the name of the key that holds it, an (N, T)
         array aligned with the instances, or ``False`` to reduce over every step, padding included.
         A row with no real step is a `CaptureError` naming it.
     select, output_element

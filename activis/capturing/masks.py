@@ -46,41 +46,53 @@ class _MaskSource:
         """What the store records as the mask's origin."""
         return self.key if self.key is not None else "array" if self.array is not None else None
 
-    def resolve(self, x) -> None:
-        """Settle the automatic choice on the first inputs: their ``attention_mask`` when they have one."""
-        if self.auto and isinstance(x, Mapping) and AUTO_KEY in x:
+    def resolve(self, x, batch) -> None:
+        """Settle the automatic choice on the first batch: its ``attention_mask`` when it has one."""
+        if self.auto and any(isinstance(d, Mapping) and AUTO_KEY in d for d in (x, batch)):
             self.key = AUTO_KEY
-        if self.key is not None and not isinstance(x, Mapping):
+        if self.key is not None:
+            self._lookup(x, batch)
+
+    def _lookup(self, x, batch) -> tuple[object, bool]:
+        """The mask under ``key`` in the model's inputs or, beside them, in the batch; and whether it is an input."""
+        if isinstance(x, Mapping) and self.key in x:
+            return x[self.key], True
+        if isinstance(batch, Mapping) and self.key in batch:
+            return batch[self.key], False  # beside the input that input_key= chose
+        keys = [d for d in (x, batch) if isinstance(d, Mapping)]
+        if not keys:
             raise CaptureError(f"sequence_mask={self.key!r} names an input key, but the model's input is "
                                f"{type(x).__name__}, not a dict; pass the mask itself as an (N, T) array.")
-        if self.key is not None:
-            self._check_key(x)
+        raise CaptureError(f"sequence_mask={self.key!r} is not among the inputs' keys: "
+                           f"{', '.join(map(str, keys[-1]))}.")
 
-    def _check_key(self, x) -> None:
-        if self.key not in x:
-            raise CaptureError(f"sequence_mask={self.key!r} is not among the inputs' keys: "
-                               f"{', '.join(map(str, x))}.")
+    def steps(self, x, batch, row: int, n: int, device) -> _Steps | None:
+        """The real steps of the batch of rows ``row``..``row + n - 1`` (``x``: its model input, on the CPU)."""
+        mask = self._rows(x, batch, row, n)
+        return None if mask is None else _Steps.of(mask.to(device), row)
 
-    def steps(self, x, row: int, n: int, device) -> _Steps | None:
-        """The real steps of the batch of rows ``row``..``row + n - 1`` (its model input is ``x``)."""
+    def _rows(self, x, batch, row: int, n: int) -> torch.Tensor | None:
         if self.array is not None:
             rows = self.array[row:row + n]
             if len(rows) != n:  # data of unknown length, longer than the mask
                 raise CaptureError(f"sequence_mask has {len(self.array)} rows, but the data goes on past them "
                                    f"(rows {row}-{row + n - 1}); give it one row per instance.")
-            return _Steps.of(torch.from_numpy(rows).to(device), row)
+            return torch.from_numpy(rows)
         if self.key is None:
             return None
-        self._check_key(x)
-        value = x[self.key]
+        value, _ = self._lookup(x, batch)
         if not isinstance(value, torch.Tensor):
             value = torch.as_tensor(np.asarray(value))
         _check_values(value, f"The inputs' {self.key!r}", n, "rows in the batch")
-        return _Steps.of(value.to(device) != 0, row)
+        return value != 0
 
-    def digest_part(self, row: int, n: int) -> np.ndarray | None:
-        """The bytes a resumed capture must see again: an array mask is not part of the inputs."""
-        return None if self.array is None else np.ascontiguousarray(self.array[row:row + n], dtype=np.uint8)
+    def digest_part(self, x, batch, row: int, n: int) -> np.ndarray | None:
+        """The mask's bytes where they are not among the inputs' (an array, a key beside input_key=): a resumed
+        capture must see the same."""
+        if self.key is not None and self._lookup(x, batch)[1]:
+            return None
+        mask = self._rows(x, batch, row, n)
+        return None if mask is None else np.ascontiguousarray(mask.numpy(), dtype=np.uint8)
 
 
 def _check_values(mask, what: str, n: int | None, rows: str) -> None:

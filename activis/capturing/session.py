@@ -18,7 +18,7 @@ from ..store import MANIFEST, ActivationStore, StoreWriter, finish_shards, open_
 from . import pipeline as staging
 from .group import _Group
 from .layers import _Current, _describe, _fx_runner, _hook, _LayerPlan, _resolve, _select, _Tap
-from .masks import _MaskSource
+from .masks import _MaskSource, _Steps
 from .options import CaptureError, CaptureInterrupted, CaptureTargetExistsError, NonFiniteWarning, _Options
 from .pipeline import SLOTS, _Pipeline, _Slot
 from .sources import _as_tensor, _batch_len, _label_rows, _make_source, _split_batch
@@ -104,12 +104,12 @@ class _Session:
         if first is None:
             raise CaptureError("The data holds no instances.")
         x, _ = self._unpack(first)
-        self.mask.resolve(x)
+        self.mask.resolve(x, first)
         example = self._to_device(x)
         args, _ = self._arguments(example)  # a dict is bound by name inside, as here
         self.graph = extract_graph(self.model, example if isinstance(example, Mapping) else args)
         self._build_taps(existing)
-        self._probe(example, x)
+        self._probe(example, x, self.mask.steps(x, first, 0, _batch_len(x), self.device))
 
     def _batch_size(self, existing: ActivationStore | None) -> int:
         own = getattr(self.source, "batch_size", None)
@@ -253,11 +253,11 @@ class _Session:
                           "with layers=[...] that every batch runs.", UserWarning, stacklevel=9)
         return [name for name in names if name not in skipped]
 
-    def _forward(self, x, slot: _Slot, row: int, rows: str):
-        """Run the batch of rows ``row``.. (``slot.begin`` was called) with the taps writing into ``slot``;
-        ``rows`` names it."""
+    def _forward(self, x, slot: _Slot, steps: _Steps | None, rows: str):
+        """Run one batch (``slot.begin`` was called) with the taps writing into ``slot`` and reducing its
+        sequences over the real ``steps``; ``rows`` names it."""
         self.current.slot = slot
-        self.current.steps = self.mask.steps(x, row, slot.n, self.device)
+        self.current.steps = steps
         for handle in self.hooks:
             handle.calls[0] = 0
         args, kwargs = self._arguments(x)
@@ -286,13 +286,13 @@ class _Session:
         return logits
 
     # ---------------------------------------------------------------- probe
-    def _probe(self, example, x_cpu) -> None:
+    def _probe(self, example, x_cpu, steps: _Steps | None) -> None:
         """Run the first instances once: fixes the layer specs and checks the fx copy against the model."""
         n = _batch_len(example)
         slot = _Slot(n)
         slot.begin(n)
         with torch.inference_mode():
-            out = self._forward(example, slot, 0, f"the first {n} instances")
+            out = self._forward(example, slot, steps, f"the first {n} instances")
             logits = self._logits(out)
             if self.runner is not self.model:
                 args, kwargs = self._arguments(example)
@@ -414,9 +414,9 @@ class _Session:
                         slot.clear()
                         deadline = time.perf_counter() + staging.BLOCK_SECONDS
                     slot.begin(n)
-                    labels = self._fill(slot, x, y, row)
+                    labels = self._fill(slot, x, y, row, self.mask.steps(x, batch, row, n, self.device))
                     slot.end()
-                    self._digest(x, labels, self.mask.digest_part(row, n))
+                    self._digest(x, labels, self.mask.digest_part(x, batch, row, n))
                     row += n
                     bar.update(n)
                     if slot.rows == slot.capacity or time.perf_counter() > deadline:
@@ -457,10 +457,10 @@ class _Session:
         except BaseException:  # noqa: BLE001 - the error that stopped the capture is the one raised
             pass
 
-    def _fill(self, slot: _Slot, x, y, row: int) -> None:
+    def _fill(self, slot: _Slot, x, y, row: int, steps: _Steps | None) -> None:
         """Run the batch of rows ``row``.. and put its activations, outputs, labels and inputs in ``slot``."""
         n = slot.n
-        out = self._forward(self._to_device(x), slot, row, f"rows {row}-{row + n - 1}")
+        out = self._forward(self._to_device(x), slot, steps, f"rows {row}-{row + n - 1}")
         logits = self._logits(out)
         if logits.shape != (n, self.n_outputs):
             raise CaptureError(f"The model's output has shape {tuple(logits.shape)} for a batch of {n}; expected "
@@ -505,7 +505,7 @@ class _Session:
             x, y = self._unpack(batch)
             n = _batch_len(x)
             labels = np.broadcast_to(self._labels_of(y, row, n), (n,))
-            digest = _crc(digest, x, labels, self.mask.digest_part(row, n))
+            digest = _crc(digest, x, labels, self.mask.digest_part(x, batch, row, n))
             row += n
         if self.writer.data_digest is not None and f"{digest:08x}" != self.writer.data_digest:
             raise CaptureError(f"Cannot resume {self.path}: the inputs or labels of the {done:,} instances already "
