@@ -125,3 +125,14 @@ class SignBranch(nn.Module):
 def deep_resnet(blocks=72, c=4):
     """About 500 graph nodes: for the layout-time measurement."""
     return ResNet(blocks=blocks, c=c)
+
+
+class Batches:
+    """Ready batches, read in order as they are (a list would be read as a Dataset of items): sequences of
+    different lengths, each unpadded in a batch of its own."""
+
+    def __init__(self, batches):
+        self.batches = batches
+
+    def __iter__(self):
+        return iter(self.batches)

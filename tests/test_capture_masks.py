@@ -14,6 +14,7 @@ import torch
 from torch import nn
 from torch.utils.data import Dataset
 
+import model_zoo as zoo
 from activis import CaptureError, CaptureInterrupted, capture, open_store
 
 REDUCTIONS = {"embed": "mean", "proj": "max", "act": "first", "gate": "last"}
@@ -61,20 +62,10 @@ def padded(seqs, side: str):
     return ids, mask
 
 
-class Batches:
-    """An iterable of ready batches (a list would be read as a Dataset of items)."""
-
-    def __init__(self, batches):
-        self.batches = batches
-
-    def __iter__(self):
-        return iter(self.batches)
-
-
-def one_by_one(seqs, **extra):
+def one_by_one(seqs):
     """Each sequence alone, unpadded: batches of one."""
-    return Batches([{"input_ids": s[None], "attention_mask": torch.ones(1, len(s), dtype=torch.long),
-                     **{k: f(s)[None] for k, f in extra.items()}} for s in seqs])
+    return zoo.Batches([{"input_ids": s[None], "attention_mask": torch.ones(1, len(s), dtype=torch.long)}
+                        for s in seqs])
 
 
 @pytest.mark.parametrize("side", ["right", "left"])
@@ -136,7 +127,7 @@ def test_a_mask_given_as_an_array_or_named_by_key(how, tmp_path):
         np.testing.assert_allclose(store.activations("proj"), expected, rtol=1e-6, atol=1e-6)
         assert store.capture_info["sequence_mask"] == {"from": "array", "layers": ["proj"]}
     with pytest.raises(CaptureError, match=r"sequence_mask has 9 rows, but the data goes on past them \(rows 8-11\)"):
-        run(model, Batches(list(torch.cat([ids, ids[:3]]).split(4))), tmp_path / "long", layers=["proj"],
+        run(model, zoo.Batches(list(torch.cat([ids, ids[:3]]).split(4))), tmp_path / "long", layers=["proj"],
             sequence_mask=mask, batch_size=4)
     beside = [{"tokens": ids[i], "attention_mask": mask[i], "label": i % 2} for i in range(len(seqs))]
     store = run(model, beside, tmp_path / "beside", layers=["proj"], sequence_reduction=how, input_key="tokens",

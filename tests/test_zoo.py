@@ -233,16 +233,6 @@ def padded_items(side: str):
     return items, alone
 
 
-class Batches:
-    """Ready batches, one sequence each (a list would be read as a Dataset of items)."""
-
-    def __init__(self, batches):
-        self.batches = batches
-
-    def __iter__(self):
-        return iter(self.batches)
-
-
 @pytest.mark.filterwarnings("ignore::activis.NonFiniteWarning")  # a few float16 underflows in GPT-2's MLP
 @pytest.mark.parametrize("side", ["right", "left"])
 @pytest.mark.parametrize("name", PADDED_LAYERS)
@@ -255,7 +245,7 @@ def test_a_padded_batch_stores_what_each_sequence_alone_would(name, side, tmp_pa
     layers = PADDED_LAYERS[name]
     options = {"layers": list(layers), "reduce": layers, "progress": False}
     store = capture(model, items, tmp_path / "padded", batch_size=4, **options)
-    single = capture(model, Batches(alone), tmp_path / "alone", **options)
+    single = capture(model, zoo.Batches(alone), tmp_path / "alone", **options)
     assert store.capture_info["sequence_mask"] == {"from": "attention_mask", "layers": list(layers)}
     for layer, how in layers.items():
         assert store.layer_spec(layer).reduction == how
