@@ -91,6 +91,41 @@ def test_a_padded_batch_stores_what_each_sequence_alone_would(side, tmp_path):
         np.testing.assert_allclose(unmasked.activations("embed"), model.embed(ids).mean(1).numpy(), rtol=1e-6)
 
 
+class TextCNN(nn.Module):
+    """A 1-d convolution over the tokens: feature maps (N, C, T) whose channels are reduced over the real steps.
+    The pad token embeds as zeros, like the convolution's own padding, so a real step sees the same either way."""
+
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Embedding(VOCAB, 6, padding_idx=PAD)
+        self.conv = nn.Conv1d(6, 8, 3, padding=1)
+        self.relu = nn.ReLU()
+        self.pool = nn.MaxPool1d(2, ceil_mode=True)
+        self.head = nn.Linear(8, 3)
+
+    def forward(self, input_ids, attention_mask):
+        h = self.relu(self.conv(self.embed(input_ids).transpose(1, 2)))
+        return self.head(self.pool(h).amax(-1))
+
+
+@pytest.mark.parametrize("side", ["right", "left"])
+def test_a_padded_feature_map_of_a_1d_convolution_is_reduced_over_the_real_steps(side, tmp_path):
+    torch.manual_seed(0)
+    model = TextCNN().eval()
+    seqs = sequences(n=9, seed=2)
+    ids, mask = padded(seqs, side)
+    items = [{"input_ids": ids[i], "attention_mask": mask[i]} for i in range(len(seqs))]
+    layers = {"conv": "mean", "relu": "max"}
+    with pytest.warns(UserWarning, match=r"Layers \['pool'\] have another number of steps"):
+        store = run(model, items, tmp_path / "padded", layers=[*layers, "pool"], reduce=layers, batch_size=4)
+    alone = run(model, one_by_one(seqs), tmp_path / "alone", layers=list(layers), reduce=layers)
+    assert store.layer_spec("conv").neuron_kind == "channel"
+    assert store.capture_info["sequence_mask"]["layers"] == ["conv", "relu"]
+    for layer in layers:
+        np.testing.assert_allclose(store.activations(layer), alone.activations(layer), rtol=1e-5, atol=1e-6,
+                                   err_msg=layer)
+
+
 class TokensOnly(nn.Module):
     """A model that takes the tokens alone and knows its pad id: its mask comes as an array."""
 

@@ -59,11 +59,11 @@ def capture(model: nn.Module, data, path, *, layers: Iterable[str] | None = None
         module does not tell (1-d convolutions, norms and pools are channels).
     sequence_mask
         Which steps of a padded sequence are real (1 or True) and which are padding (0): a sequence
-        layer with as many steps as the mask is reduced over its real steps only (``first`` and
-        ``last`` are the first and last real step, for left or right padding). Default: the
-        ``attention_mask`` of a dict input or batch; else the name of the key that holds it, an (N, T)
-        array aligned with the instances, or ``False`` to reduce over every step, padding included.
-        A row with no real step is a `CaptureError` naming it.
+        layer, or a 1-d feature map (N, C, T), with as many steps as the mask is reduced over its
+        real steps only (``first`` and ``last`` are the first and last real step, for left or right
+        padding). Default: the ``attention_mask`` of a dict input or batch; else the name of the key
+        that holds it, an (N, T) array aligned with the instances, or ``False`` to reduce over every
+        step, padding included. A row with no real step is a `CaptureError` naming it.
     select, output_element
         For a layer (``select={"lstm": 0}``) or the model (``output_element="logits"``) that
         returns a tuple or dict: the index or key (a tuple for nested ones) of the tensor to keep.

@@ -173,7 +173,8 @@ class _LayerPlan:
         self.sequence_reduction = opts.sequence_reduction
         self.dtype = opts.dtype
         self.spec: LayerSpec | None = None
-        # a sequence layer with as many steps as the padding mask is reduced over the real steps; None: no mask
+        # a sequence or 1-d feature map with as many steps as the padding mask is reduced over the real ones;
+        # None: no mask, or no steps (an image)
         self.masked: bool | None = None
 
     def tensor(self, value) -> torch.Tensor:
@@ -235,7 +236,7 @@ class _LayerPlan:
         return self.point.image_layout
 
     def rows(self, value: torch.Tensor, steps: _Steps | None = None) -> torch.Tensor:
-        """(n, neurons) view or reduction of one batch's value (a sequence's over the real ``steps``)."""
+        """(n, neurons) view or reduction of one batch's value (over the real ``steps`` of a padded sequence)."""
         spec = self.spec
         n = value.shape[0]
         if spec.reduction == "none" or spec.neuron_kind == "unit":
@@ -247,6 +248,17 @@ class _LayerPlan:
                                "per instance between batches.")
         if spec.reduction == "none" or value.dim() <= 2:
             return value.reshape(n, -1)
+        # a sequence (N, T, F) or a 1-d feature map (N, C, L) has steps that a padding mask may tell apart
+        axis = 1 if spec.neuron_kind == "feature" else 2 if value.dim() == 3 and spec.layout is None else None
+        if steps is not None and axis is not None and self.masked is None:  # fixed on the first batch, like the spec
+            self.masked = value.shape[axis] == steps.length
+        if self.masked:
+            if value.shape[axis] != steps.length:
+                raise CaptureError(f"Layer {self.name!r} had as many steps as the padding mask on the first "
+                                   f"instances, but has {value.shape[axis]} for a mask of {steps.length} on the "
+                                   f"batch from row {steps.row}: its steps are not the inputs' steps. Capture it "
+                                   f"with reduce={{{self.name!r}: 'none'}}, or pass sequence_mask=False.")
+            return steps.reduce(value if axis == 1 else value.transpose(1, 2), spec.reduction)
         if spec.neuron_kind == "channel":
             if spec.layout == "channels_last":
                 value = value.movedim(-1, 1)
@@ -257,15 +269,6 @@ class _LayerPlan:
                 return positions.amax(dim=-1)
             wide = torch.float32 if value.dtype in (torch.float16, torch.bfloat16) else None
             return positions.sum(dim=-1, dtype=wide) / positions.shape[-1]
-        if steps is not None and self.masked is None:  # fixed on the first batch, like the spec
-            self.masked = value.shape[1] == steps.length
-        if self.masked:
-            if value.shape[1] != steps.length:
-                raise CaptureError(f"Layer {self.name!r} had as many steps as the padding mask on the first "
-                                   f"instances, but has {value.shape[1]} for a mask of {steps.length} on the batch "
-                                   f"from row {steps.row}: its steps are not the inputs' steps. Capture it with "
-                                   f"reduce={{{self.name!r}: 'none'}}, or pass sequence_mask=False.")
-            return steps.reduce(value, spec.reduction)
         if spec.reduction == "mean":
             return value.mean(dim=1)
         if spec.reduction == "max":

@@ -137,7 +137,8 @@ class _Steps:
         return cls(mask, row, count, first, last)
 
     def reduce(self, value: torch.Tensor, how: str) -> torch.Tensor:
-        """(n, F) from a sequence value (n, T, F) over its real steps only."""
+        """(n, F) from a sequence value (n, T, F) over its real steps only (``how``: a sequence or channel
+        reduction)."""
         device = value.device  # a layer may run on another device than the inputs (a model split over several)
         if how in ("first", "last"):
             rows = torch.arange(value.shape[0], device=device)
