@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 from torch import nn
-from torch.utils.data import Dataset
+from torch.utils.data import DataLoader, Dataset
 
 import model_zoo as zoo
 from activis import CaptureError, CaptureInterrupted, capture, open_store
@@ -89,6 +89,48 @@ def test_a_padded_batch_stores_what_each_sequence_alone_would(side, tmp_path):
     assert not np.allclose(unmasked.activations("embed"), alone.activations("embed"), atol=1e-3)
     with torch.no_grad():
         np.testing.assert_allclose(unmasked.activations("embed"), model.embed(ids).mean(1).numpy(), rtol=1e-6)
+
+
+def pad_batch(items):
+    """A tokenizer's dynamic padding: each batch padded on the right to its own longest sequence."""
+    ids, mask = padded([item["input_ids"] for item in items], "right")
+    return {"input_ids": ids, "attention_mask": mask}
+
+
+def test_batches_padded_each_to_its_own_length(tmp_path):
+    torch.manual_seed(0)
+    model = TokenModel().eval()
+    seqs = sequences(n=14, seed=1)
+    loader = DataLoader([{"input_ids": s} for s in seqs], batch_size=4, collate_fn=pad_batch)
+    assert len({batch["input_ids"].shape[1] for batch in loader}) > 1
+    store = run(model, loader, tmp_path / "padded", layers=list(REDUCTIONS), reduce=REDUCTIONS)
+    alone = run(model, one_by_one(seqs), tmp_path / "alone", layers=list(REDUCTIONS), reduce=REDUCTIONS)
+    for layer in REDUCTIONS:
+        np.testing.assert_allclose(store.activations(layer), alone.activations(layer), rtol=1e-6, atol=1e-6,
+                                   err_msg=layer)
+
+
+class FixedSteps(TokenModel):
+    """A sequence layer of 7 steps whatever the inputs' length (a learned table of queries)."""
+
+    def __init__(self):
+        super().__init__()
+        self.queries = nn.Embedding(7, 5)
+
+    def forward(self, input_ids, attention_mask):
+        h = self.gate(self.act(self.proj(self.embed(input_ids))))
+        steps = self.queries.weight + h.mean(1, keepdim=True)  # (N, 7, 5)
+        return self.head(steps.mean(1))
+
+
+def test_a_layer_whose_steps_stop_matching_the_mask_is_an_error_not_a_mix(tmp_path):
+    model = FixedSteps().eval()
+    seqs = sequences(n=12, longest=7, seed=1)
+    seqs[8:] = [s[:3] for s in seqs[8:]]  # the last batch is padded to 3 steps only
+    loader = DataLoader([{"input_ids": s} for s in seqs], batch_size=4, collate_fn=pad_batch)
+    with pytest.raises(CaptureError, match=r"Layer 'add' had as many steps as the padding mask on the first "
+                                           r"instances, but has 7 for a mask of 3 on the batch from row 8"):
+        run(model, loader, tmp_path / "s", layers=["gate", "add"])
 
 
 class TextCNN(nn.Module):
