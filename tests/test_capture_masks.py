@@ -133,6 +133,25 @@ def test_a_layer_whose_steps_stop_matching_the_mask_is_an_error_not_a_mix(tmp_pa
         run(model, loader, tmp_path / "s", layers=["gate", "add"])
 
 
+def test_a_layer_tapped_by_a_hook_is_reduced_over_the_real_steps(tmp_path):
+    """Inside nn.TransformerEncoder (an fx leaf), layers are captured with forward hooks: masked all the same."""
+    torch.manual_seed(0)
+    model = zoo.TransformerClassifier(vocab=VOCAB).eval()
+    ids, mask = padded(sequences(n=10, seed=7), "left")
+    store = run(model, ids, tmp_path / "s", layers=["encoder.layers.0", "encoder.layers.1"], sequence_mask=mask,
+                reduce={"encoder.layers.1": "first"}, batch_size=4)
+    seen = []
+    handle = model.encoder.layers[0].register_forward_hook(lambda _m, _i, out: seen.append(out))
+    with torch.no_grad():
+        out = model.encoder(model.embed(ids))
+    handle.remove()
+    real = np.stack([v[m.bool()].mean(0).numpy() for v, m in zip(seen[0], mask, strict=True)])
+    first = np.stack([v[m.bool()][0].numpy() for v, m in zip(out, mask, strict=True)])  # left padding: not step 0
+    np.testing.assert_allclose(store.activations("encoder.layers.0"), real, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(store.activations("encoder.layers.1"), first, rtol=1e-5, atol=1e-5)
+    assert store.capture_info["sequence_mask"] == {"from": "array", "layers": ["encoder.layers.0", "encoder.layers.1"]}
+
+
 class TextCNN(nn.Module):
     """A 1-d convolution over the tokens: feature maps (N, C, T) whose channels are reduced over the real steps.
     The pad token embeds as zeros, like the convolution's own padding, so a real step sees the same either way."""
