@@ -72,7 +72,7 @@ def test_planted_latent_group_is_found_in_activation_space(tmp_path):
     assert found and max(jaccard(s.members, inside) for s in found) >= 0.5
     best = max(found, key=lambda s: jaccard(s.members, inside))
     assert best.layer == "fc" and len(best.neurons) == 5 and best.neurons[0][1] > 0  # the shifted neurons go up
-    assert best.definition.kind == "indices"
+    assert best.definition.kind == "indices" and best.name.startswith("fc ") and "at fc" in best.description
     assert set(report.tested) == {"1-predicate", "2-predicate", "3-predicate", "activation-group"}
 
 
@@ -86,13 +86,13 @@ def test_error_regions_keep_a_failing_region_whole_and_place_rows_without_their_
     z[blob, :3] += 4.0
     errors = (rng.random(n) < np.where(blob, 0.6, 0.05)).astype(float)
     reference = np.flatnonzero(rng.random(n) < 0.5)
-    regions = error_regions(z, reference, errors, min_size=30, seed=0)
+    regions = [mask for mask, _ in error_regions(z, reference, errors, min_size=30, seed=0)]
     assert regions and max(jaccard(np.flatnonzero(r), blob) for r in regions) >= 0.8
     # membership of a row outside the reference rows does not depend on its own error, so the test half is fair
     others = np.setdiff1d(np.arange(n), reference)
     flipped = errors.copy()
     flipped[others] = 1 - flipped[others]
-    again = error_regions(z, reference, flipped, min_size=30, seed=0)
+    again = [mask for mask, _ in error_regions(z, reference, flipped, min_size=30, seed=0)]
     assert len(again) == len(regions) and all((a == b).all() for a, b in zip(again, regions))
     assert error_regions(z, reference, np.zeros(n), min_size=30, seed=0) == []
 

@@ -148,8 +148,8 @@ class ErrorAwareMixture:
 
 
 def error_regions(z: np.ndarray, reference: np.ndarray, errors: np.ndarray, *, min_size: int,
-                  seed: int) -> list[np.ndarray]:
-    """Connected regions of ``z`` where the errors of the ``reference`` rows run high (masks over z's rows).
+                  seed: int) -> list[tuple[np.ndarray, float]]:
+    """Connected regions of ``z`` where the errors of the ``reference`` rows run high: (mask over z's rows, level).
 
     Each row's smoothed error is the mean error of its k nearest reference rows (itself left out),
     so only the reference rows' errors decide a row's membership. For each level in
@@ -195,7 +195,7 @@ def error_regions(z: np.ndarray, reference: np.ndarray, errors: np.ndarray, *, m
             key = hash(np.packbits(mask).tobytes())
             if mask.sum() >= min_size and key not in seen:
                 seen.add(key)
-                regions.append(mask)
+                regions.append((mask, level))
     return regions
 
 

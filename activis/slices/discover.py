@@ -313,9 +313,13 @@ def _activation_groups(store, layer, rows, labels, errors, scoring, binary, corr
     merged = mixture.merged()
     assigned = merged[mixture.assign(z, codes)]
     groups = [assigned == g for g in range(int(merged.max()) + 1)]
-    groups += space.error_regions(z, fit_sample, errors, min_size=scoring.min_support, seed=seed)
+    names = [(f"activation group {g}", "") for g in range(len(groups))]
+    for i, (mask, level) in enumerate(space.error_regions(z, fit_sample, errors, min_size=scoring.min_support,
+                                                          seed=seed)):
+        groups.append(mask)
+        names.append((f"error region {i}", f" (smoothed {_metric_word(binary)} >= {level:g}x the overall)"))
     if not groups:
-        return {"candidates": [], "tested": 0, "contrast": np.zeros((0, activations.shape[1]))}
+        return {"candidates": [], "tested": 0, "contrast": np.zeros((0, activations.shape[1])), "names": []}
     groups = np.stack(groups)
     n_groups = len(groups)
     sizes = groups.sum(axis=1)
@@ -335,7 +339,11 @@ def _activation_groups(store, layer, rows, labels, errors, scoring, binary, corr
         if score > 0:
             candidates.append(_Candidate("activations", groups[g], int(sizes[g]), total, score, float(p[g]),
                                          float(adjusted[g]), group=g))
-    return {"candidates": candidates, "tested": n_groups, "contrast": contrast}
+    return {"candidates": candidates, "tested": n_groups, "contrast": contrast, "names": names}
+
+
+def _metric_word(binary: bool) -> str:
+    return "error rate" if binary else "metric"
 
 
 def _rank(candidates: list[_Candidate], errors: np.ndarray, scoring: Scoring, binary: bool, alpha: float,
@@ -445,10 +453,11 @@ def _make_slice(c: _Candidate, layer, rows, found: list[Predicate], groups, metr
     neurons = tuple((int(k), float(effect[k])) for k in strongest)
     rule, precision, recall = _describe(c.mask, found)
     shown = ", ".join(f"{k}{'↑' if d > 0 else '↓'}" for k, d in neurons[:3])
-    description = f"activation group {c.group} at {layer}: neurons {shown}"
+    name, detail = groups["names"][c.group]
+    description = f"{name} at {layer}{detail}: neurons {shown}"
     if rule:
         description += f"; mostly {rule} (precision {precision:.0%}, recall {recall:.0%})"
-    return Slice(name=f"{layer} group {c.group}", kind="activations", description=description,
+    return Slice(name=f"{layer} {name.removeprefix('activation ')}", kind="activations", description=description,
                  definition=Subset.from_indices(members), layer=layer, neurons=neurons, rule=rule,
                  rule_precision=precision, rule_recall=recall, **common)
 
