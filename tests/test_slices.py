@@ -2,6 +2,7 @@
 
 import itertools
 import threading
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -95,6 +96,28 @@ def test_error_regions_keep_a_failing_region_whole_and_place_rows_without_their_
     again = [mask for mask, _ in error_regions(z, reference, flipped, min_size=30, seed=0)]
     assert len(again) == len(regions) and all((a == b).all() for a, b in zip(again, regions))
     assert error_regions(z, reference, np.zeros(n), min_size=30, seed=0) == []
+
+
+@pytest.mark.parametrize("case", ["nan", "inf", "constant", "repeated", "tiny"])
+def test_activation_groups_take_awkward_layers_without_error_or_warning(tmp_path, case):
+    # non-finite values (a diverged neuron), a layer without variance, repeated points, and a store so small that
+    # the fitting half misses a class: groups are still searched, quietly
+    rng = np.random.default_rng(3)
+    n = 12 if case == "tiny" else 300
+    acts = rng.normal(size=(n, 6)).astype(np.float32)
+    if case in ("nan", "inf"):
+        acts[rng.random(acts.shape) < 0.1] = np.nan if case == "nan" else np.inf
+    acts = {"constant": np.zeros_like(acts), "repeated": np.repeat(acts[:3], n // 3, axis=0)}.get(case, acts)
+    labels = np.arange(n) % 3
+    if case == "tiny":
+        labels = np.where(np.arange(n) == 10, 2, np.arange(n) % 2)  # class 2 once, in the half that is tested
+    pred = np.where(rng.random(n) < 0.3, (labels + 1) % 3, labels)
+    store = write_store(tmp_path / case, {"fc": acts}, labels=labels, outputs=np.eye(3, dtype=np.float32)[pred])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        report = discover_slices(store, layer="fc", columns=[], significant_only=False, min_support=3)
+    assert report.tested["activation-group"] >= 1
+    assert all(np.isfinite([d for s in report for _, d in s.neurons]))
 
 
 def test_no_slice_on_data_without_one(tmp_path):

@@ -23,6 +23,8 @@ half's errors only and tested on the other half.
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 from scipy.special import logsumexp
 
@@ -33,21 +35,36 @@ REGION_LEVELS = (1.5, 2.0, 3.0)  # smoothed error rates, as multiples of the ove
 
 
 def embed(activations: np.ndarray, rows: np.ndarray, *, dims: int, fit_rows: np.ndarray, seed: int) -> np.ndarray:
-    """Standardised activations of ``rows`` reduced to ``dims`` principal components (float32)."""
+    """Standardised activations of ``rows`` reduced to ``dims`` principal components (float32).
+
+    A non-finite value (a NaN or an overflow the store recorded) counts as its neuron's mean, so
+    one diverged neuron neither breaks the embedding nor places its rows far from the others."""
     from sklearn.decomposition import PCA
 
     sample = np.asarray(activations[np.sort(fit_rows)], dtype=np.float32)
-    centre = sample.mean(axis=0)
-    scale = sample.std(axis=0)
+    finite = np.isfinite(sample)
+    count = np.maximum(finite.sum(axis=0), 1)
+    values = np.where(finite, sample, 0.0).astype(np.float64)
+    centre = values.sum(axis=0) / count
+    scale = np.sqrt((np.where(finite, values - centre, 0.0) ** 2).sum(axis=0) / count)
     scale[~(scale > 1e-8)] = 1.0
+    centre, scale = centre.astype(np.float32), scale.astype(np.float32)
     dims = max(1, min(dims, sample.shape[1], len(sample) - 1))
-    pca = PCA(n_components=dims, svd_solver="randomized" if sample.shape[1] > 2 * dims else "full",
-              random_state=seed).fit((sample - centre) / scale)
+    with np.errstate(invalid="ignore", divide="ignore"):  # a layer without variance has no variance ratios
+        pca = PCA(n_components=dims, svd_solver="randomized" if sample.shape[1] > 2 * dims else "full",
+                  random_state=seed).fit(_standardise(sample, centre, scale))
     out = np.empty((len(rows), dims), np.float32)
     for lo in range(0, len(rows), CHUNK_ROWS):
         block = np.asarray(activations[rows[lo:lo + CHUNK_ROWS]], dtype=np.float32)
-        out[lo:lo + CHUNK_ROWS] = pca.transform(np.nan_to_num((block - centre) / scale))
+        out[lo:lo + CHUNK_ROWS] = pca.transform(_standardise(block, centre, scale))
     return out
+
+
+def _standardise(block: np.ndarray, centre: np.ndarray, scale: np.ndarray) -> np.ndarray:
+    with np.errstate(invalid="ignore", over="ignore"):
+        z = (block - centre) / scale
+    z[~np.isfinite(z)] = 0.0
+    return z
 
 
 class ErrorAwareMixture:
@@ -61,8 +78,10 @@ class ErrorAwareMixture:
         self.max_iter = max_iter
         self.seed = seed
 
-    def fit(self, z: np.ndarray, labels: np.ndarray, errors: np.ndarray) -> ErrorAwareMixture:
-        self.n_labels = int(labels.max()) + 1
+    def fit(self, z: np.ndarray, labels: np.ndarray, errors: np.ndarray, n_labels: int | None = None
+            ) -> ErrorAwareMixture:
+        """``n_labels``: how many label codes rows assigned later may have (default: those seen here)."""
+        self.n_labels = int(labels.max()) + 1 if n_labels is None else int(n_labels)
         resp = self._initial(z, errors)
         previous = -np.inf
         for _ in range(self.max_iter):
@@ -78,6 +97,7 @@ class ErrorAwareMixture:
 
     def _initial(self, z, errors) -> np.ndarray:
         from sklearn.cluster import KMeans
+        from sklearn.exceptions import ConvergenceWarning
 
         failing = errors > 0.5
         n_fail = max(1, min(self.n_components // 2, int(failing.sum()) // 2)) if failing.any() else 0
@@ -87,7 +107,9 @@ class ErrorAwareMixture:
             k = min(k, int(part.sum()))
             if k <= 0:
                 continue
-            fit = KMeans(n_clusters=k, n_init=1, random_state=self.seed).fit(z[part])
+            with warnings.catch_warnings():  # repeated points leave fewer clusters: that is fine here
+                warnings.simplefilter("ignore", ConvergenceWarning)
+                fit = KMeans(n_clusters=k, n_init=1, random_state=self.seed).fit(z[part])
             assign[part] = start + fit.labels_
             start += k
         self.n_components = start
@@ -214,22 +236,23 @@ def _components(graph) -> np.ndarray:
 def neuron_contrast(activations: np.ndarray, rows: np.ndarray, groups: np.ndarray) -> np.ndarray:
     """Per group and neuron, the standardised mean difference between the group and the other rows.
 
-    ``groups`` holds one boolean mask over ``rows`` per group; groups may overlap."""
+    ``groups`` holds one boolean mask over ``rows`` per group; groups may overlap. Non-finite values
+    are left out of their neuron's means and spreads."""
     n_groups, n_neurons = len(groups), activations.shape[1]
-    sums = np.zeros((n_groups, n_neurons))
-    squares = np.zeros((n_groups, n_neurons))
+    inside = np.zeros((3, n_groups, n_neurons))  # finite count, sum, sum of squares within each group
+    everywhere = np.zeros((3, n_neurons))
     for lo in range(0, len(rows), CHUNK_ROWS):
-        block = np.nan_to_num(np.asarray(activations[rows[lo:lo + CHUNK_ROWS]], dtype=np.float64))
+        block = np.asarray(activations[rows[lo:lo + CHUNK_ROWS]], dtype=np.float64)
+        finite = np.isfinite(block)
+        block = np.where(finite, block, 0.0)
+        parts = np.stack([finite.astype(np.float64), block, block * block])
         member = groups[:, lo:lo + CHUNK_ROWS].astype(np.float64)
-        sums += member @ block
-        squares += member @ (block * block)
-    counts = groups.sum(axis=1).astype(np.float64)[:, None]
-    total, total_sq, n = sums.sum(0), squares.sum(0), float(len(rows))
-    with np.errstate(invalid="ignore", divide="ignore"):
-        mean_in = sums / counts
-        var_in = squares / counts - mean_in ** 2
-        rest = np.maximum(n - counts, 1.0)
-        mean_out = (total - sums) / rest
-        var_out = (total_sq - squares) / rest - mean_out ** 2
+        inside += np.einsum("gr,krn->kgn", member, parts, optimize=True)
+        everywhere += parts.sum(axis=1)
+    outside = everywhere[:, None, :] - inside
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        mean_in, mean_out = inside[1] / inside[0], outside[1] / outside[0]
+        var_in = inside[2] / inside[0] - mean_in ** 2
+        var_out = outside[2] / outside[0] - mean_out ** 2
         effect = (mean_in - mean_out) / np.sqrt(np.maximum((var_in + var_out) / 2, 1e-12))
-    return np.nan_to_num(effect)
+    return np.nan_to_num(effect, posinf=0.0, neginf=0.0)

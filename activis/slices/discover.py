@@ -309,7 +309,7 @@ def _activation_groups(store, layer, rows, labels, errors, scoring, binary, corr
     failing = (errors > scoring.mean_error).astype(np.float64) if not binary else errors
     codes = pd.factorize(labels)[0]
     mixture = space.ErrorAwareMixture(k, error_weight=max(1.0, z.shape[1] / 4), seed=seed)
-    mixture.fit(z[fit_sample], codes[fit_sample], failing[fit_sample])
+    mixture.fit(z[fit_sample], codes[fit_sample], failing[fit_sample], n_labels=int(codes.max()) + 1)
     merged = mixture.merged()
     assigned = merged[mixture.assign(z, codes)]
     groups = [assigned == g for g in range(int(merged.max()) + 1)]
