@@ -5,7 +5,7 @@ numbers agree: B is the batch size, g_i the unscaled per-sample gradient, g thei
 gradient of the mean loss L), M_d = (1/B) sum_i g_id**2. A value tracked at step t describes the
 parameters and mini-batch of step t, before ``optimizer.step()``. Per-parameter lists follow
 ``model.parameters()``. Quantities read shared, lazily computed reductions from the step context
-(`activis.cockpit.cockpit.StepContext`) so that two quantities never compute the same thing twice.
+(`activis.cockpit.step.StepContext`) so that two quantities never compute the same thing twice.
 """
 
 from __future__ import annotations
