@@ -17,7 +17,9 @@ enough to leave it, grouped by magnitude), or anything else (non-finite values, 
 sign's side of ``T``), which is binned product by product.
 
 `persample` and `fused` import this module (and numba) on first use; the compiled code is cached
-on disk.
+on disk. It stays one file past the house's ~600 lines on purpose: numba checks a cached kernel
+only against the file that defines it, so a kernel calling compiled helpers of another file would
+keep running their old machine code after that file changed (an upgrade that touches only it).
 """
 
 from __future__ import annotations
