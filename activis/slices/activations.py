@@ -189,14 +189,17 @@ def error_regions(z: np.ndarray, reference: np.ndarray, errors: np.ndarray, *, m
     if base <= 0 or len(reference) <= k:
         return []
     search = NearestNeighbors(n_neighbors=k + 1, algorithm="brute").fit(z[reference])
-    near = np.empty((len(z), k), np.int64)  # positions in ``reference``, nearest first, the row itself left out
+    # positions in ``reference`` (fewer than 2**15 of them), nearest first, the row itself left out
+    near = np.empty((len(z), k), np.int16)
+    smoothed = np.empty(len(z))
+    reference_errors = errors[reference]
     for lo in range(0, len(z), CHUNK_ROWS):
         found = search.kneighbors(z[lo:lo + CHUNK_ROWS], return_distance=False)
         itself = reference[found] == np.arange(lo, lo + len(found))[:, None]
         keep = ~itself
         keep[keep.sum(axis=1) > k, -1] = False  # a row that is no reference row keeps its k nearest
         near[lo:lo + CHUNK_ROWS] = found[keep].reshape(len(found), k)
-    smoothed = errors[reference][near].mean(axis=1)
+        smoothed[lo:lo + CHUNK_ROWS] = reference_errors[near[lo:lo + CHUNK_ROWS]].mean(axis=1)
     regions, seen = [], set()
     for level in REGION_LEVELS:
         high = smoothed >= level * base
@@ -214,7 +217,7 @@ def error_regions(z: np.ndarray, reference: np.ndarray, errors: np.ndarray, *, m
         label[member] = part[near[member, nearest_high[member]]]
         for value in np.unique(label[label >= 0]):
             mask = label == value
-            key = hash(np.packbits(mask).tobytes())
+            key = np.packbits(mask).tobytes()
             if mask.sum() >= min_size and key not in seen:
                 seen.add(key)
                 regions.append((mask, level))

@@ -318,8 +318,6 @@ def _activation_groups(store, layer, rows, labels, errors, scoring, binary, corr
                                                           seed=seed)):
         groups.append(mask)
         names.append((f"error region {i}", f" (smoothed {_metric_word(binary)} >= {level:g}x the overall)"))
-    if not groups:
-        return {"candidates": [], "tested": 0, "contrast": np.zeros((0, activations.shape[1])), "names": []}
     groups = np.stack(groups)
     n_groups = len(groups)
     sizes = groups.sum(axis=1)
