@@ -5,7 +5,6 @@ from __future__ import annotations
 import pathlib
 import time
 import warnings
-import zlib
 from collections.abc import Mapping
 
 import numpy as np
@@ -16,6 +15,7 @@ from torch import nn
 from ..graph import ModelInputError, call_arguments, extract_graph
 from ..store import MANIFEST, ActivationStore, StoreWriter, finish_shards, open_store, shard_ranges
 from . import pipeline as staging
+from .fingerprint import _crc, _model_digests
 from .group import _Group
 from .layers import _Current, _describe, _fx_runner, _hook, _LayerPlan, _resolve, _select, _Tap
 from .masks import _MaskSource, _Steps
@@ -488,8 +488,7 @@ class _Session:
         """Fold one written batch's inputs and labels into the data digest the next commit records.
 
         A resumed capture recomputes it over the rows already written and refuses data that
-        differs anywhere in them. The digest is a CRC-32 (about 1 GB/s, 4x faster than sha256 here):
-        it tells data apart by accident, not against someone forging a collision.
+        differs anywhere in them.
         """
         self.data_digest = _crc(self.data_digest, x, labels, mask)
         self.writer.data_digest = f"{self.data_digest:08x}"
@@ -562,38 +561,6 @@ def _input_dtype(dtype: torch.dtype) -> str:
     if dtype in (torch.uint8, torch.bool):
         return "|u1"
     return "<i4"
-
-
-def _model_digests(model: nn.Module) -> dict[str, str]:
-    """A CRC-32 of every value of every parameter and buffer, by name: a resume names what changed."""
-    return {name: f"{zlib.crc32(_bytes_of(value), zlib.crc32(f'{tuple(value.shape)}:{value.dtype}'.encode())):08x}"
-            for name, value in model.state_dict().items()}
-
-
-def _crc(crc: int, x, labels, mask: np.ndarray | None = None) -> int:
-    """``crc`` continued over a batch's input tensors, its labels (int64, as stored) and a padding mask given
-    apart from the inputs."""
-    for value in _tensors(x):
-        crc = zlib.crc32(_bytes_of(value), crc)
-    crc = zlib.crc32(np.ascontiguousarray(labels, dtype=np.int64), crc)
-    return crc if mask is None else zlib.crc32(mask, crc)
-
-
-def _tensors(x):
-    if isinstance(x, Mapping):
-        for key in sorted(x, key=str):
-            yield from _tensors(x[key])
-    elif isinstance(x, (tuple, list)):
-        for value in x:
-            yield from _tensors(value)
-    else:
-        yield _as_tensor(x)
-
-
-def _bytes_of(value: torch.Tensor) -> np.ndarray:
-    """The tensor's bytes, whatever its dtype (bfloat16 has no numpy twin), without a copy on the CPU."""
-    value = value.detach().cpu().contiguous().reshape(-1)
-    return value.view(torch.uint8).numpy() if value.numel() else np.zeros(0, np.uint8)
 
 
 def _progress_bar(enabled: bool, total, initial: int, group: _Group, what: str = "capture"):
