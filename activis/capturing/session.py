@@ -17,9 +17,10 @@ from ..store import MANIFEST, ActivationStore, StoreWriter, finish_shards, open_
 from . import pipeline as staging
 from .fingerprint import _crc, _model_digests
 from .group import _Group
-from .layers import _Current, _describe, _fx_runner, _hook, _LayerPlan, _resolve, _select, _Tap
+from .layers import _Current, _fx_runner, _hook, _LayerPlan, _resolve, _Tap
 from .masks import _MaskSource, _Steps
 from .options import CaptureError, CaptureInterrupted, CaptureTargetExistsError, NonFiniteWarning, _Options
+from .outputs import _class_scores, _detect_kind
 from .pipeline import SLOTS, _Pipeline, _Slot
 from .sources import _as_tensor, _batch_len, _label_rows, _make_source, _split_batch
 
@@ -269,22 +270,6 @@ class _Session:
                                "runs (the default layers are checked to be such).")
         return out
 
-    def _logits(self, out) -> torch.Tensor:
-        element = self.opts.output_element
-        if element is None and not isinstance(out, torch.Tensor):
-            if isinstance(out, Mapping) and "logits" in out:
-                element = ["logits"]
-            elif hasattr(out, "logits"):
-                element = ["logits"]
-        logits = _select(out, element, "The model's output", "output_element=...")
-        if logits.dim() == 1 or (logits.dim() == 2 and logits.shape[1] == 1):
-            _refuse_class_indices(logits)
-            logits = logits.reshape(-1, 1)
-        if logits.dim() != 2:
-            raise CaptureError(f"The model's output is {_describe(logits)}; capture needs one row of class scores "
-                               "per instance (choose it with output_element=).")
-        return logits
-
     # ---------------------------------------------------------------- probe
     def _probe(self, example, x_cpu, steps: _Steps | None) -> None:
         """Run the first instances once: fixes the layer specs and checks the fx copy against the model."""
@@ -293,10 +278,10 @@ class _Session:
         slot.begin(n)
         with torch.inference_mode():
             out = self._forward(example, slot, steps, f"the first {n} instances")
-            logits = self._logits(out)
+            logits = _class_scores(out, self.opts.output_element)
             if self.runner is not self.model:
                 args, kwargs = self._arguments(example)
-                reference = self._logits(self.model(*args, **kwargs))
+                reference = _class_scores(self.model(*args, **kwargs), self.opts.output_element)
                 if not torch.allclose(logits.float(), reference.float(), rtol=1e-4, atol=1e-5, equal_nan=True):
                     raise CaptureError(f"The torch.fx trace of {type(self.model).__name__} does not reproduce its "
                                        "output (the trace fixed a branch the model takes differently); capture "
@@ -461,7 +446,7 @@ class _Session:
         """Run the batch of rows ``row``.. and put its activations, outputs, labels and inputs in ``slot``."""
         n = slot.n
         out = self._forward(self._to_device(x), slot, steps, f"rows {row}-{row + n - 1}")
-        logits = self._logits(out)
+        logits = _class_scores(out, self.opts.output_element)
         if logits.shape != (n, self.n_outputs):
             raise CaptureError(f"The model's output has shape {tuple(logits.shape)} for a batch of {n}; expected "
                                f"({n}, {self.n_outputs}).")
@@ -530,29 +515,6 @@ class _Session:
                 "instances_per_s": None if rate is None else round(rate, 1),
                 "activation_mb_per_s": None if rate is None else round(rate * row_bytes / 1e6, 2)})
         writer.finish()
-
-
-def _detect_kind(outputs: np.ndarray) -> str:
-    with np.errstate(all="ignore"):
-        if outputs.shape[1] == 1:
-            return "probabilities" if ((outputs >= 0) & (outputs <= 1)).all() else "logits"
-        if ((outputs >= 0) & (outputs <= 1)).all() and np.abs(outputs.sum(axis=1) - 1).max() < 1e-3:
-            return "probabilities"
-        if (outputs <= 0).all():
-            lse = np.log(np.exp(outputs.astype(np.float64)).sum(axis=1))
-            if np.abs(lse).max() < 1e-3:
-                return "log_probabilities"
-    return "logits"
-
-
-def _refuse_class_indices(scores: torch.Tensor) -> None:
-    """A single output column is a binary classifier's score, unless it holds class indices (an argmax)."""
-    integral = not scores.is_floating_point() or bool(torch.all(scores == scores.round()))
-    if integral and scores.numel() and float(scores.min()) >= 0 and float(scores.max()) > 1:
-        raise CaptureError(f"The model returns class indices ({_describe(scores)}, values "
-                           f"{int(scores.min())}..{int(scores.max())}), not class scores: capture needs the logits or "
-                           "probabilities before the argmax. Return them from forward, or choose them with "
-                           "output_element=.")
 
 
 def _input_dtype(dtype: torch.dtype) -> str:
