@@ -19,14 +19,14 @@ from .fingerprint import _crc, _model_digests
 from .group import _Group
 from .layers import _Current, _fx_runner, _hook, _LayerPlan, _resolve, _Tap
 from .masks import _MaskSource, _Steps
-from .options import CaptureError, CaptureInterrupted, CaptureTargetExistsError, NonFiniteWarning, _Options
+from .options import CaptureError, CaptureInterrupted, CaptureTargetExistsError, _Options
 from .outputs import _class_scores, _detect_kind
 from .pipeline import SLOTS, _Pipeline, _Slot
+from .report import _progress_bar, _warn_nonfinite
 from .sources import _as_tensor, _batch_len, _label_rows, _make_source, _split_batch
 
 AUTO_KEEP_INPUTS = 1024  # values per instance: a 32x32 image or a tabular row, not a photo
 PROBE_ROWS = 8
-UNDERFLOW_WARNING = 1e-3  # of a layer's values
 
 
 class _Session:
@@ -523,37 +523,3 @@ def _input_dtype(dtype: torch.dtype) -> str:
     if dtype in (torch.uint8, torch.bool):
         return "|u1"
     return "<i4"
-
-
-def _progress_bar(enabled: bool, total, initial: int, group: _Group, what: str = "capture"):
-    from tqdm.auto import tqdm
-
-    desc = what if group.world_size == 1 else f"{what} [rank {group.rank}/{group.world_size}]"
-    return tqdm(total=total, initial=initial, unit="inst", unit_scale=True, desc=desc, disable=not enabled,
-                smoothing=0.1, dynamic_ncols=True)
-
-
-def _warn_nonfinite(store: ActivationStore) -> None:
-    """Warn of NaN, Inf and overflow wherever met; of underflow where it touches 0.1% of a layer's values
-    or more (a few tiny values near zero are common and harmless; they are counted either way)."""
-    counts = store.nonfinite_counts
-    for name, c in counts.items():
-        values = store.n_instances * (store.layer_spec(name).neurons if name in store.layers else 0)
-        if c["underflow"] < UNDERFLOW_WARNING * values:
-            c["underflow"] = 0
-    bad = {name: c for name, c in counts.items() if any(c.values())}
-    if not bad:
-        return
-    lines = []
-    for name, c in bad.items():
-        text = f"{name}: {c['nan']:,} NaN, {c['inf']:,} Inf"
-        text += f", {c['overflow']:,} beyond float16 (saturated at ±65504)" if c["overflow"] else ""
-        text += f", {c['underflow']:,} below float16's smallest normal (stored as 0 or subnormal)" \
-            if c["underflow"] else ""
-        lines.append(text)
-    advice = " Capture with dtype='float32' to keep the large and the tiny values." \
-        if any(c["overflow"] or c["underflow"] for c in bad.values()) else ""
-    warnings.warn("Non-finite or overflowing activations in " + store.path.name + ": " + "; ".join(lines) +
-                  ". The instances table's 'nonfinite' column says which instances." + advice,
-                  NonFiniteWarning, stacklevel=4)
-
