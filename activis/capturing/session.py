@@ -13,16 +13,17 @@ import torch
 from torch import nn
 
 from ..graph import ModelInputError, call_arguments, extract_graph
-from ..store import MANIFEST, ActivationStore, StoreWriter, finish_shards, open_store, shard_ranges
+from ..store import ActivationStore, StoreWriter, finish_shards, open_store, shard_ranges
 from . import pipeline as staging
 from .fingerprint import _crc, _model_digests
 from .group import _Group
 from .layers import _Current, _fx_runner, _hook, _LayerPlan, _resolve, _Tap
 from .masks import _MaskSource, _Steps
-from .options import CaptureError, CaptureInterrupted, CaptureTargetExistsError, _Options
+from .options import CaptureError, CaptureInterrupted, _Options
 from .outputs import _class_scores, _detect_kind
 from .pipeline import SLOTS, _Pipeline, _Slot
 from .report import _progress_bar, _warn_nonfinite
+from .resume import _batch_size, _check_resumable, _check_same_data, _existing_store
 from .sources import _as_tensor, _batch_len, _label_rows, _make_source, _split_batch
 
 AUTO_KEEP_INPUTS = 1024  # values per instance: a 32x32 image or a tabular row, not a photo
@@ -47,7 +48,7 @@ class _Session:
         group = self.group
         first, others = group.rank == 0, group.rank != 0
         try:
-            existing = group.step(self._check_existing)
+            existing = group.step(lambda: _existing_store(self.path, self.opts))
             if existing is not None and existing.manifest.get("finished"):
                 return existing
             group.step(lambda: self._prepare(existing))
@@ -65,16 +66,6 @@ class _Session:
         _warn_nonfinite(store)
         return store
 
-    def _check_existing(self) -> ActivationStore | None:
-        if not (self.path / MANIFEST).exists():
-            return None
-        if self.opts.resume:
-            return open_store(self.path)
-        if not self.opts.overwrite:
-            raise CaptureTargetExistsError(f"{self.path} already holds a store; pass resume=True to continue it "
-                                           "or overwrite=True to replace it (or capture into a new path).")
-        return None
-
     # -------------------------------------------------------------- prepare
     def _prepare(self, existing: ActivationStore | None) -> None:
         opts = self.opts
@@ -85,7 +76,7 @@ class _Session:
             raise CaptureError("A distributed capture needs data of known length to split it between ranks.")
         if n == 0:
             raise CaptureError("The data holds no instances.")
-        self.batch_size = self._batch_size(existing)
+        self.batch_size = _batch_size(opts.batch_size, getattr(self.source, "batch_size", None), existing)
         self.lo, self.hi = (0, n) if self.group.world_size == 1 else shard_ranges(n, self.group.world_size)[
             self.group.rank]
         names = opts.class_names or self.source.classes
@@ -111,15 +102,6 @@ class _Session:
         self.graph = extract_graph(self.model, example if isinstance(example, Mapping) else args)
         self._build_taps(existing)
         self._probe(example, x, self.mask.steps(x, first, 0, _batch_len(x), self.device))
-
-    def _batch_size(self, existing: ActivationStore | None) -> int:
-        own = getattr(self.source, "batch_size", None)
-        stored = (existing.capture_info.get("batch_size") if existing is not None else None)
-        wanted = self.opts.batch_size or own or stored or 256
-        if stored is not None and wanted != stored:
-            raise CaptureError(f"The store was captured in batches of {stored}; resume with the same batch size "
-                               f"(not {wanted}) so that the rows come out identical.")
-        return wanted
 
     def _prepare_model(self) -> None:
         model = self.model
@@ -309,7 +291,9 @@ class _Session:
         self.input_dtype = _input_dtype(x_cpu.dtype) if self.keep_inputs else None
         self.model_digests = _model_digests(self.model)
         if self.existing is not None:
-            self._check_resumable(self.existing)
+            _check_resumable(self.existing, self.path, specs=self.specs, mask_info=self.mask_info, n=self.source.n,
+                             model_digests=self.model_digests, n_outputs=self.n_outputs,
+                             output_kind=self.output_kind, input_shape=self.input_shape)
 
     def _settle_mask(self) -> None:
         """Record which layers the padding mask applies to; warn once of the sequence layers it cannot."""
@@ -322,37 +306,6 @@ class _Session:
                           "reduced over all their steps, padding included (a pooled or strided sequence has no "
                           "mask). Capture them with reduce={layer: 'none'} to keep every step.", UserWarning,
                           stacklevel=8)
-
-    def _check_resumable(self, store: ActivationStore) -> None:
-        info = store.capture_info
-        problems = []
-        if store.layers != list(self.specs):
-            problems.append(f"layers {store.layers} vs {list(self.specs)}")
-        else:
-            for name, spec in self.specs.items():
-                if store.layer_spec(name) != spec:
-                    problems.append(f"layer {name!r} was {store.layer_spec(name)}, now {spec}")
-        before = (info.get("sequence_mask") or {}).get("layers", [])  # a store from before masks had none
-        now = (self.mask_info or {}).get("layers", [])
-        if before != now:
-            problems.append(f"layers reduced over the real steps of a padding mask: {before} then, {now} now "
-                            "(pass the same sequence_mask; sequence_mask=False reduces over every step)")
-        if store.n_expected != self.source.n:
-            problems.append(f"{store.n_expected} instances then, {self.source.n} now")
-        before = info.get("model_digests")
-        if before is not None and before != self.model_digests:
-            changed = [name for name in self.model_digests if before.get(name) != self.model_digests[name]]
-            gone = [name for name in before if name not in self.model_digests]
-            problems.append("the model's parameters differ from those the store began with (" +
-                            ", ".join(changed[:5] + gone[:5]) + (", ..." if len(changed) + len(gone) > 10 else "")
-                            + ")")
-        if store.manifest["n_outputs"] != self.n_outputs or store.output_kind != self.output_kind:
-            problems.append("the model's outputs differ")
-        if (store.input_shape or None) != self.input_shape:
-            problems.append(f"inputs kept as {store.input_shape}, now {self.input_shape}")
-        if problems:
-            raise CaptureError(f"Cannot resume {self.path}: " + "; ".join(problems) +
-                               ". Resume with the same model, data and options, or pass overwrite=True.")
 
     # ---------------------------------------------------------------- write
     def _create_or_join(self) -> None:
@@ -491,10 +444,7 @@ class _Session:
             labels = np.broadcast_to(self._labels_of(y, row, n), (n,))
             digest = _crc(digest, x, labels, self.mask.digest_part(x, batch, row, n))
             row += n
-        if self.writer.data_digest is not None and f"{digest:08x}" != self.writer.data_digest:
-            raise CaptureError(f"Cannot resume {self.path}: the inputs or labels of the {done:,} instances already "
-                               "written differ from the data given now (same length, different values or order). "
-                               "Resume with the same data, or pass overwrite=True.")
+        _check_same_data(self.path, self.writer.data_digest, digest, done)
         return digest
 
     def _batch_of(self, slot: _Slot) -> dict:
