@@ -2,8 +2,11 @@
 
 `capture` is the only place in activis that runs the model over data. The package is split along
 its seams: `options` (the checked arguments and the errors), `sources` (instances in a fixed
-order), `layers` (which values are tapped and how they become neurons), `pipeline` (staging
-buffers and the writer thread), `group` (torchrun ranks) and `session` (one call, start to end).
+order), `layers` (which values are tapped and how they become neurons), `masks` (the real steps
+of padded sequences), `outputs` (the model's class scores), `pipeline` (staging buffers and the
+writer thread), `group` (torchrun ranks), `resume` (whether a store may be continued),
+`fingerprint` (the digests a resume compares), `report` (progress and the non-finite warning) and
+`session` (one call, start to end).
 Its name is not a public name, so that ``activis.capture`` stays the function however it is reached.
 """
 

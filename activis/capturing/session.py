@@ -1,4 +1,10 @@
-"""One call of `capture`: prepares the model and the store, runs the batches, reports."""
+"""One call of `capture`: prepares the model and the store, runs the batches, reports.
+
+The session holds the state of one capture from start to end and reads as its steps; what those
+steps decide lives beside it: whether a store may be resumed in `resume`, the digests it compares
+in `fingerprint`, the model's class scores in `outputs`, the progress bar and the non-finite warning in
+`report`.
+"""
 
 from __future__ import annotations
 
@@ -31,7 +37,13 @@ PROBE_ROWS = 8
 
 
 class _Session:
-    """One call of `capture`: prepares the model and the store, runs the batches, reports."""
+    """One call of `capture`: prepares the model and the store, runs the batches, reports.
+
+The session holds the state of one capture from start to end and reads as its steps; what those
+steps decide lives beside it: whether a store may be resumed in `resume`, the digests it compares
+in `fingerprint`, the model's class scores in `outputs`, the progress bar and the non-finite warning in
+`report`.
+"""
 
     def __init__(self, model: nn.Module, data, path: pathlib.Path, opts: _Options, group: _Group):
         self.model = model
