@@ -52,6 +52,8 @@ def pristine(tmp_path_factory):
     subsets = Subsets(open_store(root / "store"))
     subsets.add("old", "age > 60")
     subsets.by_class()  # the rows views create by default: opening a view writes nothing
+    for layer in ("fc", "relu"):  # nor does the PCA layout a projection view opens with (its cache is there)
+        activis.project(subsets.store, layer, "pca").wait(60)
     log = CockpitLog({"run": "r", "params": [{"name": "0.weight", "shape": [2, 2]}],
                       "quantities": {"Loss": {}}, "arrays": {}}, root / "log")
     for step in range(3):
