@@ -12,7 +12,7 @@ import traitlets
 from torch import nn
 
 from activis.cockpit import Cockpit, read_log
-from activis.widgets import cockpit_panel
+from activis.widgets import _live
 from activis.widgets._arrays import array_to_json
 from activis.widgets.cockpit_panel import CockpitPanel
 
@@ -81,7 +81,7 @@ def test_live_updates_are_throttled_and_the_last_state_arrives():
 
     model, opt, cockpit = make()
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(cockpit_panel, "time", types.SimpleNamespace(monotonic=lambda: 0.0))
+        patch.setattr(_live, "time", types.SimpleNamespace(monotonic=lambda: 0.0))
         trailing = CockpitPanel(cockpit, throttle=0.05)
         steps(model, opt, cockpit, 20)
         wait_until(lambda: len(trailing.steps) == 20)  # only the trailing send can have carried step 19

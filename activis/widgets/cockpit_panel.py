@@ -12,27 +12,26 @@ distribution, and the layer picker (``layer``) switches the layer-wise instrumen
 from __future__ import annotations
 
 import os
-import threading
-import time
 
 import numpy as np
 import traitlets
 
 from ..cockpit.log import CockpitLog, read_log
 from ._arrays import array_serialization
-from ._base import View, bundle
+from ._base import bundle
+from ._live import LiveView
 from .errors import ViewError, unknown
 
 # the per-parameter quantities drawn per layer, and the network-wide series every instrument reads
 LAYER_QUANTITIES = ["GradNorm", "Distance", "UpdateSize", "HessTrace"]
 
 
-class CockpitPanel(View):
+class CockpitPanel(LiveView):
     """The cockpit's instruments for one run: ``CockpitPanel(cockpit)``, ``CockpitPanel(log)`` or a path.
 
     ``step_range`` is ``[first, last]`` (inclusive) or empty for all steps; ``layer`` is a layer
     (module) name or ``""`` for the whole network. A panel over a folder that another process
-    is still writing shows new steps after ``refresh()``.
+    is still writing re-reads it every ``poll`` seconds (0: only on ``refresh()``).
     """
 
     _esm = bundle("cockpit_panel")
@@ -56,25 +55,17 @@ class CockpitPanel(View):
     notes = traitlets.Dict().tag(sync=True)  # estimator labels and skipped quantities, for the footer
     # the quantities of the run's configuration: instruments of the others take no space
     tracked = traitlets.List(traitlets.Unicode()).tag(sync=True)
-    updates = traitlets.Int(0).tag(sync=True)  # how many times data was sent (live updates count)
 
-    def __init__(self, source, *, throttle: float = 0.5, **kwargs):
+    def __init__(self, source, *, throttle: float = 0.5, poll: float = 1.0, **kwargs):
         log = getattr(source, "log", source)
         if isinstance(source, str | os.PathLike):
             log = read_log(source)
         if not isinstance(log, CockpitLog):
             raise ViewError(f"CockpitPanel shows a Cockpit, a CockpitLog or a log folder (a path), not "
                             f"{type(source).__name__}.")
-        if isinstance(throttle, bool) or not isinstance(throttle, int | float) or not throttle >= 0:
-            raise ViewError(f"throttle is the seconds between live updates, 0 or more, not {throttle!r}.")
         self._log = log  # before the traits: validating a layer given here needs the log
         super().__init__(**kwargs)
-        self.throttle = throttle
-        self._lock = threading.Lock()
-        self._last_push = 0.0
-        self._timer: threading.Timer | None = None
-        self._push()
-        self._unsubscribe = log.subscribe(self._on_new_data)
+        self._follow([log], lambda: {**self._series_data(), **self._hist_data()}, throttle=throttle, poll=poll)
         self.observe(self._on_selection, names=["step_range", "layer"])
 
     @property
@@ -82,47 +73,9 @@ class CockpitPanel(View):
         return self._log
 
     def refresh(self) -> None:
-        """Read steps another process appended to the log folder (a no-op for a live cockpit)."""
+        """Read steps another process appended to the log folder now (a no-op for a live cockpit)."""
         self._log.refresh()
         self._push()
-
-    def close(self) -> None:
-        if getattr(self, "_unsubscribe", None) is not None:
-            self._unsubscribe()
-            self._unsubscribe = None
-        if getattr(self, "_timer", None) is not None:
-            self._timer.cancel()
-        super().close()
-
-    # ---------------------------------------------------------------- live updates, throttled
-    def _on_new_data(self, _log) -> None:
-        with self._lock:
-            wait = self._last_push + self.throttle - time.monotonic()
-            if wait > 0:
-                if self._timer is None:  # the last state always arrives, even when training stops
-                    self._timer = threading.Timer(wait, self._push_later)
-                    self._timer.daemon = True
-                    self._timer.start()
-                return
-        self._push()
-
-    def _push_later(self) -> None:
-        with self._lock:
-            self._timer = None
-        self._push()
-
-    def _push(self) -> None:
-        with self._lock:
-            if self._timer is not None:  # this send carries the newest state already
-                self._timer.cancel()
-                self._timer = None
-            self._last_push = time.monotonic()
-            data = self._series_data()
-            hists = self._hist_data()
-        with self.hold_sync():
-            for key, value in {**data, **hists}.items():
-                setattr(self, key, value)
-            self.updates = self.updates + 1
 
     @traitlets.validate("layer")
     def _valid_layer(self, proposal):
