@@ -81,11 +81,20 @@ class RunComparison:
         differ = [c for c in table.columns if table[c].astype(str).nunique() > 1]
         return table[differ]
 
+    def refresh(self) -> bool:
+        """Read what other processes appended to the runs' folders since; True when any run grew.
+        Runs training in this process need none: their logs tell `CockpitLog.subscribe` listeners."""
+        grew = [log.refresh() for log in self.logs.values()]
+        return any(grew)
+
     def series(self) -> list[str]:
-        """Numeric per-step series shared by every run (network-wide instruments and metrics)."""
+        """Numeric per-step series shared by every run (network-wide instruments and metrics); a run
+        that has logged nothing yet (still starting) does not narrow them."""
         common = None
         for log in self.logs.values():
             f = log.frame()
+            if not len(f):
+                continue
             names = [c for c in f.columns if f[c].dtype.kind in "fiu" and not _per_parameter(c, log)]
             common = names if common is None else [c for c in common if c in names]
         return common or []

@@ -15,7 +15,8 @@ import traitlets
 from ..evaluation.runs import RunComparison, compare_runs
 from ..evaluation.training import volatility
 from ._arrays import array_serialization
-from ._base import View, bundle
+from ._base import bundle
+from ._live import LiveView
 from .colours import palette
 from .errors import ViewError
 
@@ -28,8 +29,13 @@ def _cell(value) -> str:
     return "" if value is None else str(value)
 
 
-class RunsPanel(View):
-    """``RunsPanel([log_dir_a, cockpit_b, ...])`` or a mapping name -> run; ``series`` picks the charts."""
+class RunsPanel(LiveView):
+    """``RunsPanel([log_dir_a, cockpit_b, ...])`` or a mapping name -> run; ``series`` picks the charts.
+
+    Runs still training are followed as `CockpitPanel` follows one: a cockpit training in this kernel
+    sends its new steps at most every ``throttle`` seconds, a folder another process writes is re-read
+    every ``poll`` seconds (0: only on ``refresh()``).
+    """
 
     _esm = bundle("runs_panel")
     height = traitlets.Int(640).tag(sync=True)
@@ -46,11 +52,13 @@ class RunsPanel(View):
     step_range = traitlets.List(traitlets.Float(), maxlen=2).tag(sync=True)  # [first, last] or []
     range_means = traitlets.Any(None).tag(sync=True, **array_serialization)  # (runs, series) over step_range
 
-    def __init__(self, runs, *, series=None, **kwargs):
+    def __init__(self, runs, *, series=None, throttle: float = 0.5, poll: float = 1.0, **kwargs):
         self._runs: RunComparison = runs if isinstance(runs, RunComparison) else compare_runs(runs)
         self._series = list(series) if series is not None else None
+        self._frames = {}
         super().__init__(**kwargs)
-        self.refresh()
+        self._check_series()
+        self._follow(list(self._runs.logs.values()), self._state, throttle=throttle, poll=poll)
         self.observe(lambda _c: self._send_means(), "step_range")
 
     @property
@@ -58,15 +66,22 @@ class RunsPanel(View):
         return self._runs
 
     def refresh(self) -> None:
-        """Read what the runs logged since (folders another process is still writing included)."""
-        for log in self._runs.logs.values():
-            log.refresh()
+        """Read what the runs' folders gained now, rather than at the next poll."""
+        self._runs.refresh()
+        self._push()
+
+    def _check_series(self) -> None:
+        shared = self._runs.series()
+        missing = sorted(set(self._series or ()) - set(shared))
+        if missing:
+            self.close()
+            raise ViewError(f"not logged by every run: {missing}; shared series: {', '.join(shared)}")
+
+    def _state(self) -> dict:
+        """Every run's arrays as logged so far: charts, jumps, partings and the configuration table."""
         runs = self._runs
         shared = runs.series()
         names = [s for s in (self._series or shared) if s in shared]
-        if self._series is not None and len(names) < len(self._series):
-            missing = sorted(set(self._series) - set(names))
-            raise ViewError(f"not logged by every run: {missing}; shared series: {', '.join(shared)}")
         frames = {name: log.frame() for name, log in runs.logs.items()}
         steps = sorted(set().union(*(f.index for f in frames.values())))
         values = np.full((len(frames), len(names), len(steps)), np.nan, np.float32)
@@ -83,27 +98,23 @@ class RunsPanel(View):
         columns = differs + [c for c in configs.columns if c not in differs]
         partings = [{"a": a, "b": b, "step": step} for (a, b), step in runs.partings().items() if step is not None]
         self._frames = frames
-        with self.hold_sync():
-            self.run_names = runs.names
-            self.colours = palette(0, n_runs=len(runs.names))
-            self.series_names = names
-            self.steps = np.asarray(steps, np.int32)
-            self.values = values
-            self.jumps = jumps
-            self.partings = partings
-            self.config_columns = ["run", *columns]
-            self.config_rows = [[name, *(_cell(configs.loc[name, c]) for c in columns)] for name in runs.names]
-            self.config_differs = differs
-            self._send_means()
+        return {"run_names": runs.names, "colours": palette(0, n_runs=len(runs.names)), "series_names": names,
+                "steps": np.asarray(steps, np.int32), "values": values, "jumps": jumps, "partings": partings,
+                "config_columns": ["run", *columns],
+                "config_rows": [[name, *(_cell(configs.loc[name, c]) for c in columns)] for name in runs.names],
+                "config_differs": differs, "range_means": self._means(frames, names)}
 
     def _send_means(self) -> None:
+        self.range_means = self._means(self._frames, self.series_names)
+
+    def _means(self, frames: dict, names: list[str]) -> np.ndarray:
         lo, hi = (self.step_range if len(self.step_range) == 2 else (-np.inf, np.inf))
-        means = np.full((len(self._frames), len(self.series_names)), np.nan, np.float32)
-        for r, frame in enumerate(self._frames.values()):
+        means = np.full((len(frames), len(names)), np.nan, np.float32)
+        for r, frame in enumerate(frames.values()):
             inside = frame[(frame.index >= lo) & (frame.index <= hi)]
-            if len(inside) and self.series_names:
-                means[r] = inside[self.series_names].mean().to_numpy(np.float32)
-        self.range_means = means
+            if len(inside) and names:
+                means[r] = inside[names].mean().to_numpy(np.float32)
+        return means
 
     def summary(self) -> pd.DataFrame:
         """Each run's mean of every series over ``step_range`` (all steps when empty)."""
