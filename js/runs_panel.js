@@ -125,6 +125,7 @@ function setup(kit) {
       [h("span", { className: "swatch", style: { background: colors[r] || "#888" } }), h("span", { text: name })])));
     rangeInfo.textContent = range.length === 2 ? `steps ${range[0]}–${range[1]}` : "all steps";
     el.dataset.range = range.join(",");
+    el.dataset.steps = String(T); // how many steps the charts span: grows while a run trains
   }
 
   function drawTables() {

@@ -3,7 +3,7 @@
 import pytest
 
 from conftest import ARTIFACTS
-from jupyter_page import open_cells, python_result, run_cell
+from jupyter_page import open_cells, python_result, read_result, run_cell
 
 pytestmark = pytest.mark.browser
 
@@ -71,3 +71,57 @@ def test_runs_panel(lab, page):
     view.locator("xpath=self::*[@data-range='3,8']").wait_for()
     view.locator("button[data-role='reset']").click()
     assert python_result(panel, 1, lambda r: r["range"] == [])["range"] == []
+
+
+LIVE = SETUP.split("runs = RunsPanel")[0] + '''
+import os, time
+
+def live_run(stop, pause=0.05):
+    """Train the "live" run until the file ``stop`` exists; returns how many steps ran."""
+    g = torch.Generator().manual_seed(2)
+    x = torch.randn(64, 6, generator=g)
+    y = (x[:, 0] > 0).long()
+    step = 0
+    while not os.path.exists(stop):
+        opt.zero_grad()
+        cockpit.backward(F.cross_entropy(model(x), y, reduction="none"))
+        opt.step()
+        step += 1
+        time.sleep(pause)
+    return step
+
+torch.manual_seed(0)
+model = nn.Sequential(nn.Linear(6, 8), nn.ReLU(), nn.Linear(8, 3))
+opt = torch.optim.SGD(model.parameters(), lr=0.3)
+cockpit = Cockpit(model, ["Loss", "GradNorm"], optimizer=opt, run="live")
+runs = RunsPanel({"done": train("done", 0.1), "live": cockpit}, series=["Loss", "GradNorm"], throttle=0.3)
+runs
+'''
+
+
+def test_runs_panel_follows_a_run_training_in_the_kernel(lab, page):
+    # the loop runs until the test tells it to stop: no race between the page and a fixed-length loop
+    stop = lab.root_dir / "stop-runs"
+    stop.unlink(missing_ok=True)
+    panel = open_cells(page, lab, "runs_live.ipynb", [
+        LIVE, f"ran = live_run({stop.name!r})\n" 'print("RESULT " + json.dumps({"steps": ran}))'])
+    view = run_cell(panel, 0).locator(".activis-runs[data-ready='1']")
+    view.wait_for()
+    loss = view.locator(".av-card[data-series='Loss']")
+    assert view.get_attribute("data-steps") == "12" and loss.get_attribute("data-points") == "12"
+    loop = panel.locator(".jp-Notebook .jp-Cell").nth(1)
+    loop.locator(".jp-InputPrompt").click()
+    page.keyboard.press("Shift+Enter")
+    # the live run's line gains points while its cell still runs (the prompt shows [*] until we stop it)
+    # (each redraw replaces the cards: look the chart up in the view every time)
+    page.wait_for_function("(el) => Number(el.querySelector(\".av-card[data-series='Loss']\").dataset.points) >= 17",
+                           arg=view.element_handle(), timeout=60_000)
+    assert "[*]" in loop.locator(".jp-InputPrompt").inner_text()
+    stop.touch()
+    ran = read_result(loop, timeout=120_000)["steps"]
+    assert ran >= 5
+    # the last state arrives once the loop ends (the throttle's trailing send); the finished run keeps its line
+    loss.and_(page.locator(f"[data-points='{12 + ran}']")).wait_for(timeout=60_000)
+    assert view.get_attribute("data-steps") == str(max(12, ran))
+    assert loss.locator("path[data-run]").count() == 2
+    view.screenshot(path=str(ARTIFACTS / "runs_panel_live.png"))
