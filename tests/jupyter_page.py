@@ -109,3 +109,16 @@ def change_theme(page, dark: bool, timeout=30_000):
     page.wait_for_function(f"() => document.body.dataset.jpThemeLight === '{'false' if dark else 'true'}'",
                            timeout=timeout)
     page.wait_for_function("() => !document.getElementById('jupyterlab-splash')", timeout=timeout)
+
+
+def train_live(page, panel, view, stop, until, timeout=90_000):
+    """Run the notebook's second cell, a training loop that runs until the file ``stop`` exists; wait until
+    ``until`` (a JS predicate of the view's element) holds while the cell still runs, then stop it.
+    Returns the steps the loop reports. No race between the page and a fixed-length loop."""
+    loop = panel.locator(".jp-Notebook .jp-Cell").nth(1)
+    loop.locator(".jp-InputPrompt").click()
+    page.keyboard.press("Shift+Enter")
+    page.wait_for_function(until, arg=view.element_handle(), timeout=timeout)
+    assert "[*]" in loop.locator(".jp-InputPrompt").inner_text()  # it arrived while the cell ran
+    stop.touch()
+    return read_result(loop, timeout=120_000)["steps"]

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from conftest import ARTIFACTS
-from jupyter_page import open_cells, python_result, read_result, run_cell
+from jupyter_page import open_cells, python_result, read_result, run_cell, train_live
 
 pytestmark = pytest.mark.browser
 
@@ -172,14 +172,8 @@ def test_panel_updates_live_while_the_loop_runs(lab, page):
     view = run_cell(panel, 0).locator(".activis-cockpit[data-ready='1']")
     view.wait_for()
     assert view.get_attribute("data-steps") == "0"
-    loop = panel.locator(".jp-Notebook .jp-Cell").nth(1)
-    loop.locator(".jp-InputPrompt").click()
-    page.keyboard.press("Shift+Enter")
     # new steps arrive while the cell is still running (its prompt shows [*] until we stop it)
-    page.wait_for_function("(el) => Number(el.dataset.steps) >= 5", arg=view.element_handle(), timeout=60_000)
-    assert "[*]" in loop.locator(".jp-InputPrompt").inner_text()
-    stop.touch()
-    ran = read_result(loop, timeout=120_000)["steps"]
+    ran = train_live(page, panel, view, stop, "(el) => Number(el.dataset.steps) >= 5")
     assert ran >= 5
     # and the last state arrives once the loop ends (the throttle's trailing update)
     view.and_(page.locator(f"[data-steps='{ran}']")).wait_for(timeout=60_000)

@@ -3,7 +3,7 @@
 import pytest
 
 from conftest import ARTIFACTS
-from jupyter_page import open_cells, python_result, read_result, run_cell
+from jupyter_page import open_cells, python_result, run_cell, train_live
 
 pytestmark = pytest.mark.browser
 
@@ -109,15 +109,9 @@ def test_runs_panel_follows_a_run_training_in_the_kernel(lab, page):
     view.wait_for()
     loss = view.locator(".av-card[data-series='Loss']")
     assert view.get_attribute("data-steps") == "12" and loss.get_attribute("data-points") == "12"
-    loop = panel.locator(".jp-Notebook .jp-Cell").nth(1)
-    loop.locator(".jp-InputPrompt").click()
-    page.keyboard.press("Shift+Enter")
-    # the live run's line gains points while its cell still runs (the prompt shows [*] until we stop it),
-    # and the charts widen once it passes the finished run's 12 steps
-    page.wait_for_function("(el) => Number(el.dataset.steps) >= 15", arg=view.element_handle(), timeout=90_000)
-    assert "[*]" in loop.locator(".jp-InputPrompt").inner_text()
-    stop.touch()
-    ran = read_result(loop, timeout=120_000)["steps"]
+    # the live run's line gains points while its cell still runs, and the charts widen once it passes the
+    # finished run's 12 steps
+    ran = train_live(page, panel, view, stop, "(el) => Number(el.dataset.steps) >= 15")
     assert ran >= 5
     # the last state arrives once the loop ends (the throttle's trailing send); the finished run keeps its line
     loss.and_(page.locator(f"[data-points='{12 + ran}']")).wait_for(timeout=60_000)
