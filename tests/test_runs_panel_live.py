@@ -61,11 +61,13 @@ def test_a_live_run_grows_beside_a_finished_one(tmp_path):
     train(model, opt, live, 8, start=4)
     assert panel.steps.tolist() == list(range(12)) and np.isfinite(panel.values[1]).all()
     assert np.isnan(panel.values[0, :, 10:]).all() and np.isfinite(panel.values[0, :, :10]).all()
+    live.log_metrics(12, accuracy=0.5)  # a series the finished run lacks: no chart of it (not shared)
+    assert panel.series_names == ["Loss", "GradNorm"]
     live.close()  # the run finishes: the panel keeps what it logged
-    assert panel.values.shape == (2, 2, 12) and np.isfinite(panel.values[1]).all()
+    assert panel.values.shape == (2, 2, 13) and np.isfinite(panel.values[1, :, :12]).all()
     panel.close()
-    train(model, opt, live, 1, start=12)
-    assert panel.steps.tolist() == list(range(12))  # a closed panel no longer follows
+    train(model, opt, live, 1, start=13)
+    assert panel.steps.tolist() == list(range(13))  # a closed panel no longer follows
 
 
 def test_throttling_merges_the_steps_of_one_window_into_one_send():
@@ -140,3 +142,18 @@ def test_bad_throttle_or_poll_is_refused_by_name(tmp_path):
         RunsPanel([live], throttle=-1)
     with pytest.raises(ViewError, match="poll is the seconds between reads .* not 'often'"):
         RunsPanel([live], poll="often")
+
+
+def test_a_chart_asked_for_waits_for_a_live_run_to_log_it(tmp_path):
+    done = make(0.1, run="done")
+    train(*done, 4)
+    for step in range(4):
+        done[2].log_metrics(step, accuracy=0.25 * step)
+    model, opt, live = make(0.5, run="live")
+    panel = RunsPanel([done[2], live], series=["Loss", "accuracy"], throttle=0)
+    train(model, opt, live, 2)  # the live run has a loss, no accuracy yet: its accuracy line is empty
+    assert panel.series_names == ["Loss", "accuracy"] and np.isnan(panel.values[1, 1]).all()
+    assert np.isfinite(panel.values[1, 0, :2]).all() and np.isnan(panel.summary().loc["live", "accuracy"])
+    live.log_metrics(1, accuracy=0.75)
+    assert panel.values[1, 1, 1] == 0.75 and panel.summary().loc["live", "accuracy"] == 0.75
+    panel.close()

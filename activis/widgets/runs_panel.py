@@ -80,8 +80,7 @@ class RunsPanel(LiveView):
     def _state(self) -> dict:
         """Every run's arrays as logged so far: charts, jumps, partings and the configuration table."""
         runs = self._runs
-        shared = runs.series()
-        names = [s for s in (self._series or shared) if s in shared]
+        names = self._series if self._series is not None else runs.series()
         frames = {name: log.frame() for name, log in runs.logs.items()}
         steps = sorted(set().union(*(f.index for f in frames.values())))
         values = np.full((len(frames), len(names), len(steps)), np.nan, np.float32)
@@ -89,8 +88,9 @@ class RunsPanel(LiveView):
         position = {step: i for i, step in enumerate(steps)}
         for r, frame in enumerate(frames.values()):
             if len(frame) and names:
-                values[r] = frame.reindex(steps)[names].to_numpy(np.float32).T
-                flagged = volatility(frame, names)
+                # a chart asked for stays while a live run has not logged its series yet (NaN until then)
+                values[r] = frame.reindex(index=steps, columns=names).to_numpy(np.float32).T
+                flagged = volatility(frame, [n for n in names if n in frame.columns])
                 flagged = flagged[flagged["jump"]]
                 jumps[r, [names.index(m) for m in flagged["metric"]], [position[t] for t in flagged["step"]]] = 1
         configs = runs.configs
@@ -113,7 +113,7 @@ class RunsPanel(LiveView):
         for r, frame in enumerate(frames.values()):
             inside = frame[(frame.index >= lo) & (frame.index <= hi)]
             if len(inside) and names:
-                means[r] = inside[names].mean().to_numpy(np.float32)
+                means[r] = inside.reindex(columns=names).mean().to_numpy(np.float32)
         return means
 
     def summary(self) -> pd.DataFrame:
