@@ -235,3 +235,14 @@ def test_reading_a_log_imports_no_torch(tmp_path):
             "print(sorted(m for m in ('torch', 'numba') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_frame_is_built_once_per_change_and_handed_out_as_copies():
+    log = CockpitLog({"run": "r", "params": [{"name": "w", "shape": [2], "layer": "(model)"}]})
+    log.append(0, {"Loss": 1.0})
+    first = log.frame()
+    first.loc[0, "Loss"] = 99.0  # a caller's edit stays in its copy
+    assert log.frame().loc[0, "Loss"] == 1.0 and log.frame() is not log.frame()
+    log.append(1, {"Loss": 0.5})
+    log.append(1, {"accuracy": 0.75})  # merged into step 1: the next frame has it
+    assert log.frame()["Loss"].tolist() == [1.0, 0.5] and log.frame().loc[1, "accuracy"] == 0.75

@@ -83,6 +83,7 @@ class CockpitLog:
         self.fsync_interval = fsync_interval
         self._lock = threading.RLock()
         self._records: dict[int, dict] = {}
+        self._frame: pd.DataFrame | None = None  # frame() of the records as they are, until they change
         self._rows: dict[str, list[np.ndarray]] = {name: [] for name in self.meta.get("arrays", {})}
         self._row_steps: dict[str, list[int]] = {name: [] for name in self._rows}
         self._listeners: list[Callable[[CockpitLog], None]] = []
@@ -178,6 +179,7 @@ class CockpitLog:
     # ------------------------------------------------------------------ reading
     def _merge(self, record: dict) -> None:
         step = record["step"]
+        self._frame = None  # the records changed: the next frame() builds a new one
         merged = self._records.setdefault(step, {})
         merged.update({k: v for k, v in record.items() if not k.startswith("_") and k != "step"})
         self.skipped.update(record.get("_skipped", {}))
@@ -291,12 +293,17 @@ class CockpitLog:
 
     def frame(self) -> pd.DataFrame:
         """One row per step. Per-parameter readings appear as ``<quantity>/<parameter>`` columns and,
-        combined over the network (norm or sum, as the quantity defines), as ``<quantity>``."""
+        combined over the network (norm or sum, as the quantity defines), as ``<quantity>``.
+        Built once per change of the records (live views read it on every send); each call gets a copy."""
+        with self._lock:
+            if self._frame is None:
+                self._frame = self._build_frame(sorted(self._records.items()))
+            return self._frame.copy()
+
+    def _build_frame(self, items) -> pd.DataFrame:
         names = self.param_names
         aggregates = {q: spec.get("aggregate") for q, spec in self.meta.get("quantities", {}).items()}
         rows = []
-        with self._lock:
-            items = sorted(self._records.items())
         for step, record in items:
             row = {"step": step}
             for key, value in record.items():
