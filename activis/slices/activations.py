@@ -200,15 +200,16 @@ def error_regions(z: np.ndarray, reference: np.ndarray, errors: np.ndarray, *, m
         keep[keep.sum(axis=1) > k, -1] = False  # a row that is no reference row keeps its k nearest
         near[lo:lo + CHUNK_ROWS] = found[keep].reshape(len(found), k)
         smoothed[lo:lo + CHUNK_ROWS] = reference_errors[near[lo:lo + CHUNK_ROWS]].mean(axis=1)
+    links = near[reference]  # reference -> reference neighbours
+    sources = np.repeat(np.arange(len(reference)), k)
     regions, seen = [], set()
     for level in REGION_LEVELS:
         high = smoothed >= level * base
         high_reference = high[reference]
         if high.sum() < min_size or not high_reference.any():
             continue
-        links = near[reference]  # reference -> reference neighbours
         keep = high_reference[:, None] & high_reference[links]
-        graph = _graph(np.repeat(np.arange(len(reference)), k)[keep.ravel()], links[keep], len(reference))
+        graph = _graph(sources[keep.ravel()], links[keep], len(reference))
         part = np.full(len(reference), -1)
         part[high_reference] = _components(graph)[high_reference]
         nearest_high = np.where(high_reference[near], np.arange(k), k).min(axis=1)
