@@ -16,7 +16,7 @@ import sys
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
-from conftest import CHROMIUM, CHROMIUM_FLAGS, Lab  # noqa: E402
+from conftest import lab_page  # noqa: E402
 from jupyter_page import open_cells, read_result, run_cell  # noqa: E402
 
 N = 100_000
@@ -73,7 +73,9 @@ ROUND_TRIP = """() => new Promise((resolve) => {
 
 
 def lasso(page, proj, radius):
-    box = proj.locator("canvas.av-proj-points").bounding_box()
+    canvas = proj.locator("canvas.av-proj-points")
+    canvas.scroll_into_view_if_needed()  # running the check cell scrolls the notebook down to it
+    box = canvas.bounding_box()
     cx, cy = box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
     r = radius * min(box["width"], box["height"])
     import math
@@ -89,39 +91,28 @@ def lasso(page, proj, radius):
 def main():
     import tempfile
 
-    from playwright.sync_api import sync_playwright
-
-    lab = Lab(tempfile.mkdtemp(prefix="bench-lab-")).start()
-    try:
-        with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_FLAGS)
-            page = browser.new_context(viewport={"width": 1500, "height": 2300}).new_page()
-            page.set_default_timeout(120_000)
-            panel = open_cells(page, lab, "bench.ipynb", [SETUP, ECHO, CHECK])
-            cell = run_cell(panel, 0, timeout=300_000)
-            proj = cell.locator(".activis-projection[data-shown-method='pca']")
-            matrix = cell.locator(".activis-matrix[data-rendered]")
-            inst = cell.locator(".activis-ip[data-rendered]")
-            for view in (proj, matrix, inst):
-                view.wait_for(timeout=300_000)
-            run_cell(panel, 1).locator(".echo").wait_for(state="attached")
-            trips = [page.evaluate(ROUND_TRIP) for _ in range(15)]
-            proj.locator("button[data-mode='lasso']").click()
-            proj.locator("canvas.av-proj-points").scroll_into_view_if_needed()
-            updates, brushed = [], []
-            for radius in (0.10, 0.15, 0.20, 0.25, 0.30):
-                handles = [proj.locator("canvas.av-proj-points").element_handle(), matrix.element_handle(),
-                           inst.element_handle()]
-                page.evaluate(WATCH, handles)
-                lasso(page, proj, radius)
-                page.wait_for_function("() => window.__cf.matrix !== undefined && window.__cf.panel !== undefined")
-                t = page.evaluate("() => window.__cf")
-                updates.append(max(t["matrix"], t["panel"]))
-                brushed.append(read_result(run_cell(panel, 2))["brushed"])
-                page.wait_for_timeout(300)
-            browser.close()
-    finally:
-        lab.stop()
+    with lab_page(tempfile.mkdtemp(prefix="bench-lab-"), width=1500, height=2300) as (lab, page):
+        panel = open_cells(page, lab, "bench.ipynb", [SETUP, ECHO, CHECK])
+        cell = run_cell(panel, 0, timeout=300_000)
+        proj = cell.locator(".activis-projection[data-shown-method='pca']")
+        matrix = cell.locator(".activis-matrix[data-rendered]")
+        inst = cell.locator(".activis-ip[data-rendered]")
+        for view in (proj, matrix, inst):
+            view.wait_for(timeout=300_000)
+        run_cell(panel, 1).locator(".echo").wait_for(state="attached")
+        trips = [page.evaluate(ROUND_TRIP) for _ in range(15)]
+        proj.locator("button[data-mode='lasso']").click()
+        updates, brushed = [], []
+        for radius in (0.10, 0.15, 0.20, 0.25, 0.30):
+            handles = [proj.locator("canvas.av-proj-points").element_handle(), matrix.element_handle(),
+                       inst.element_handle()]
+            page.evaluate(WATCH, handles)
+            lasso(page, proj, radius)
+            page.wait_for_function("() => window.__cf.matrix !== undefined && window.__cf.panel !== undefined")
+            t = page.evaluate("() => window.__cf")
+            updates.append(max(t["matrix"], t["panel"]))
+            brushed.append(read_result(run_cell(panel, 2))["brushed"])
+            page.wait_for_timeout(300)
     trip = statistics.median(trips)
     update = statistics.median(updates)
     print(json.dumps({"instances": N, "brushed": brushed, "update_ms": [round(u, 1) for u in updates],

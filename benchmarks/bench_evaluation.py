@@ -61,43 +61,34 @@ def bench_auc() -> None:
 
 
 def bench_page(moves: int) -> None:
-    from playwright.sync_api import sync_playwright
     from test_browser_evaluation_panel import grab_threshold
 
-    from conftest import CHROMIUM, CHROMIUM_FLAGS, Lab
+    from conftest import lab_page
     from jupyter_page import open_cells, run_cell
     root = pathlib.Path(tempfile.mkdtemp(prefix="bench-eval-"))
-    lab = Lab(root).start()
-    try:
-        with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_FLAGS)
-            page = browser.new_page(viewport={"width": 1280, "height": 1000})
-            page.set_default_timeout(180_000)
-            panel = open_cells(page, lab, "bench.ipynb", [
-                "import numpy as np\nfrom activis.widgets.evaluation_panel import EvaluationPanel\n"
-                f"rng = np.random.default_rng(0)\ny = rng.integers(0, 10, {N_PAGE})\n"
-                f"z = rng.normal(size=({N_PAGE}, 10)) + 2 * np.eye(10)[y]\n"
-                "p = np.exp(z) / np.exp(z).sum(1, keepdims=True)\n"
-                "panel = EvaluationPanel(labels=y, scores=p)\npanel",
-            ])
-            t0 = time.perf_counter()
-            view = run_cell(panel, 0, timeout=300_000).locator(".activis-eval[data-ready='1']")
-            view.wait_for()
-            print(f"panel of {N_PAGE:,} instances, 10 classes: cell run to drawn view {time.perf_counter() - t0:.1f} s")
-            x, y = grab_threshold(page, view)
-            updates, frames = [], []
-            for i in range(moves):
-                before = int(view.get_attribute("data-updates") or 0)
-                page.mouse.move(x - 100 + 200 * (i % 10) / 9, y)
-                page.wait_for_function("([el, n]) => Number(el.dataset.updates || 0) > n",
-                                       arg=[view.element_handle(), before])
-                updates.append(float(view.get_attribute("data-update-ms")))
-                frames.append(float(view.get_attribute("data-frame-ms")))
-            page.mouse.up()
-            baseline = statistics.median(page.evaluate(SORT_BASELINE) for _ in range(5))
-            browser.close()
-    finally:
-        lab.stop()
+    with lab_page(root, timeout=180_000) as (lab, page):
+        panel = open_cells(page, lab, "bench.ipynb", [
+            "import numpy as np\nfrom activis.widgets.evaluation_panel import EvaluationPanel\n"
+            f"rng = np.random.default_rng(0)\ny = rng.integers(0, 10, {N_PAGE})\n"
+            f"z = rng.normal(size=({N_PAGE}, 10)) + 2 * np.eye(10)[y]\n"
+            "p = np.exp(z) / np.exp(z).sum(1, keepdims=True)\n"
+            "panel = EvaluationPanel(labels=y, scores=p)\npanel",
+        ])
+        t0 = time.perf_counter()
+        view = run_cell(panel, 0, timeout=300_000).locator(".activis-eval[data-ready='1']")
+        view.wait_for()
+        print(f"panel of {N_PAGE:,} instances, 10 classes: cell run to drawn view {time.perf_counter() - t0:.1f} s")
+        x, y = grab_threshold(page, view)
+        updates, frames = [], []
+        for i in range(moves):
+            before = int(view.get_attribute("data-updates") or 0)
+            page.mouse.move(x - 100 + 200 * (i % 10) / 9, y)
+            page.wait_for_function("([el, n]) => Number(el.dataset.updates || 0) > n",
+                                   arg=[view.element_handle(), before])
+            updates.append(float(view.get_attribute("data-update-ms")))
+            frames.append(float(view.get_attribute("data-frame-ms")))
+        page.mouse.up()
+        baseline = statistics.median(page.evaluate(SORT_BASELINE) for _ in range(5))
     update, frame = statistics.median(updates), statistics.median(frames)
     print(f"threshold drag on {N_PAGE:,} instances ({moves} moves): update {update:.2f} ms median, "
           f"{max(updates):.2f} ms max; to next frame {frame:.1f} ms median, {max(frames):.1f} ms max "

@@ -22,7 +22,7 @@ sys.path.insert(0, str(TESTS))
 
 from test_browser_activation_matrix import make_store, rendered_after, row_label  # noqa: E402
 
-from conftest import CHROMIUM, CHROMIUM_FLAGS, Lab  # noqa: E402
+from conftest import lab_page  # noqa: E402
 from jupyter_page import open_cells, run_cell  # noqa: E402
 
 NAIVE_FILLRECT = """([rows, cols]) => {
@@ -46,50 +46,41 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=7)
     args = parser.parse_args()
-    from playwright.sync_api import sync_playwright
 
     root = pathlib.Path(tempfile.mkdtemp(prefix="bench-matrix-"))
     make_store(root / "store", n=2000, n_neurons=1024, n_classes=10)
-    lab = Lab(root).start()
-    try:
-        with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_FLAGS)
-            page = browser.new_page(viewport={"width": 1280, "height": 1000})
-            page.set_default_timeout(120_000)
-            panel = open_cells(page, lab, "bench.ipynb", [
-                "from activis.store import open_store\nfrom activis.widgets.activation_matrix import ActivationMatrix\n"
-                "m = ActivationMatrix(open_store('store'), 'fc')\nfor i in range(90):\n    m.add_instance(i)\nm",
-                "m.statistic = 'std' if m.statistic == 'mean' else 'mean'",
-            ])
-            t0 = time.perf_counter()
-            view = run_cell(panel, 0).locator(".activis-matrix[data-rows='100']")
-            view.wait_for()
-            first = float(view.get_attribute("data-draw-ms"))
-            print(f"first view: cell run to drawn matrix {time.perf_counter() - t0:.2f} s "
-                  f"(building 100 rows in Python included); in-page draw {first:.1f} ms")
+    with lab_page(root) as (lab, page):
+        panel = open_cells(page, lab, "bench.ipynb", [
+            "from activis.store import open_store\nfrom activis.widgets.activation_matrix import ActivationMatrix\n"
+            "m = ActivationMatrix(open_store('store'), 'fc')\nfor i in range(90):\n    m.add_instance(i)\nm",
+            "m.statistic = 'std' if m.statistic == 'mean' else 'mean'",
+        ])
+        t0 = time.perf_counter()
+        view = run_cell(panel, 0).locator(".activis-matrix[data-rows='100']")
+        view.wait_for()
+        first = float(view.get_attribute("data-draw-ms"))
+        print(f"first view: cell run to drawn matrix {time.perf_counter() - t0:.2f} s "
+              f"(building 100 rows in Python included); in-page draw {first:.1f} ms")
 
-            draws, draw_frames = [], []
-            for _ in range(args.repeat):  # new values from Python: decode, scale, image, labels
-                rendered_after(page, view, lambda: run_cell(panel, 1))
-                draws.append(float(view.get_attribute("data-draw-ms")))
-                page.wait_for_function("(el) => el.dataset.drawMsFrame !== undefined", arg=view.element_handle())
-                draw_frames.append(float(view.get_attribute("data-draw-ms-frame")))
+        draws, draw_frames = [], []
+        for _ in range(args.repeat):  # new values from Python: decode, scale, image, labels
+            rendered_after(page, view, lambda: run_cell(panel, 1))
+            draws.append(float(view.get_attribute("data-draw-ms")))
+            page.wait_for_function("(el) => el.dataset.drawMsFrame !== undefined", arg=view.element_handle())
+            draw_frames.append(float(view.get_attribute("data-draw-ms-frame")))
 
-            sorts, sort_frames = [], []
-            keys = ["subset:true two", "instance:5", "subset:true zero", "instance:40", "subset:true one"]
-            for i in range(args.repeat):
-                label = row_label(view, keys[i % len(keys)])
-                label.scroll_into_view_if_needed()
-                label.hover()
-                rendered_after(page, view, label.locator(".av-sort").click)
-                sorts.append(float(view.get_attribute("data-sort-ms")))
-                page.wait_for_timeout(50)
-                sort_frames.append(float(view.get_attribute("data-sort-ms-frame")))
+        sorts, sort_frames = [], []
+        keys = ["subset:true two", "instance:5", "subset:true zero", "instance:40", "subset:true one"]
+        for i in range(args.repeat):
+            label = row_label(view, keys[i % len(keys)])
+            label.scroll_into_view_if_needed()
+            label.hover()
+            rendered_after(page, view, label.locator(".av-sort").click)
+            sorts.append(float(view.get_attribute("data-sort-ms")))
+            page.wait_for_timeout(50)
+            sort_frames.append(float(view.get_attribute("data-sort-ms-frame")))
 
-            naive = statistics.median(page.evaluate(NAIVE_FILLRECT, [100, 1024]) for _ in range(3))
-            browser.close()
-    finally:
-        lab.stop()
+        naive = statistics.median(page.evaluate(NAIVE_FILLRECT, [100, 1024]) for _ in range(3))
 
     draw, sort = statistics.median(draws), statistics.median(sorts)
     print(f"draw 100 x 1,024 (median of {len(draws)}): {draw:.1f} ms, to next frame "

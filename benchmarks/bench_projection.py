@@ -243,9 +243,7 @@ def measure_view(page, lab, name, n, dims, highlight_rounds=6):
 
 def bench_browser() -> None:
     sys.path.insert(0, str(TESTS))
-    from playwright.sync_api import sync_playwright
-
-    from conftest import CHROMIUM, CHROMIUM_FLAGS, Lab
+    from conftest import lab_page
 
     root = pathlib.Path(tempfile.mkdtemp(prefix="bench-proj-browser-"))
     for n, d in ((100_000, 32), (1_000_000, 8)):
@@ -254,19 +252,13 @@ def bench_browser() -> None:
         from activis.projection import project
 
         project(store, "fc", "pca").wait()  # cached: the browser part measures drawing, not PCA
-    lab = Lab(root).start()
     try:
-        with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_FLAGS)
-            page = browser.new_page(viewport={"width": 1280, "height": 1000})
-            page.set_default_timeout(300_000)
+        with lab_page(root, timeout=300_000) as (lab, page):
             small = measure_view(page, lab, "bench_100k.ipynb", 100_000, 32)
             naive = [page.evaluate(NAIVE_FILLRECT, [100_000]) for _ in range(5)]
             lab.shutdown_kernels()
             big = measure_view(page, lab, "bench_1m.ipynb", 1_000_000, 8, highlight_rounds=2)
-            browser.close()
     finally:
-        lab.stop()
         shutil.rmtree(root, ignore_errors=True)
     ours_frame = statistics.median(small["frame_ms"])
     print("ProjectionView in JupyterLab + headless Chromium (no GPU), times measured in the page")

@@ -6,6 +6,7 @@ context whose `PageGuard` blocks and records every request and WebSocket that is
 server, and fails the test -- FAILED, in its call phase -- on any of those, on a page error, a
 ``console.error`` or a failed request). Notebook helpers are in ``jupyter_page.py``.
 """
+import contextlib
 import json
 import os
 import pathlib
@@ -138,6 +139,26 @@ def lab(lab_root):
     TIMINGS["session_total_s"] = round(time.time() - TIMINGS.pop("session_start"), 2)
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     (ARTIFACTS / "timings.json").write_text(json.dumps(TIMINGS, indent=2))
+
+
+@contextlib.contextmanager
+def lab_page(root, *, width=1280, height=1000, timeout=120_000):
+    """A JupyterLab serving ``root`` and one headless Chromium page on it, closed afterwards: for the
+    benchmarks that measure in a page (the tests share one server and browser through fixtures)."""
+    from playwright.sync_api import sync_playwright
+
+    lab = Lab(root).start()
+    try:
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_FLAGS)
+            try:
+                page = browser.new_page(viewport={"width": width, "height": height})
+                page.set_default_timeout(timeout)
+                yield lab, page
+            finally:
+                browser.close()
+    finally:
+        lab.stop()
 
 
 @pytest.fixture(scope="session")
