@@ -672,6 +672,42 @@ def test_resume_refuses_data_or_parameters_that_differ_past_their_first_values(t
     assert run(model, Interrupting(x, y), tmp_path / "s", resume=True).is_complete
 
 
+@pytest.mark.parametrize("moment", ["digest", "end"])
+def test_an_interrupt_between_a_batch_and_its_digest_leaves_a_store_that_resumes(tmp_path, monkeypatch, moment):
+    # Ctrl-C lands between bytecodes: after the third batch is filled, either while its digest is computed
+    # ("digest") or as it is added to the block ("end"). The committed rows and the digest they record must
+    # agree, or resume=True refuses its own data (seen once when a SIGINT hit that moment in a subprocess).
+    from activis.capturing import pipeline, session
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 6), nn.ReLU(), nn.Linear(6, 3))
+    x, y = torch.randn(160, 4), torch.randint(0, 3, (160,))
+    calls = {"n": 0}
+
+    def interrupt_third(original):
+        def wrapped(*args, **kwargs):
+            calls["n"] += 1
+            if calls["n"] == 3:
+                raise KeyboardInterrupt
+            return original(*args, **kwargs)
+        return wrapped
+
+    if moment == "digest":
+        monkeypatch.setattr(session, "_crc", interrupt_third(session._crc))
+    else:
+        monkeypatch.setattr(pipeline._Slot, "end", interrupt_third(pipeline._Slot.end))
+    with pytest.raises(CaptureInterrupted):
+        capture(model, x, tmp_path / "s", labels=y, batch_size=16, progress=False)
+    monkeypatch.undo()
+    kept = open_store(tmp_path / "s").n_instances
+    assert kept in (32, 48)  # two whole batches, or the third too when it was whole and digested
+    resumed = capture(model, x, tmp_path / "s", labels=y, batch_size=16, progress=False, resume=True)
+    fresh = capture(model, x, tmp_path / "ref", labels=y, batch_size=16, progress=False)
+    assert resumed.is_complete
+    for layer in fresh.layers:
+        np.testing.assert_array_equal(resumed.activations(layer), fresh.activations(layer))
+
+
 def test_killing_the_capture_at_random_moments_loses_nothing(tmp_path):
     """Interrupt (SIGINT, as Ctrl-C or a kernel interrupt does), then SIGKILL, a capture process at
     random moments; each time the store opens with whole batches that equal the reference, and

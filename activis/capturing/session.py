@@ -341,6 +341,7 @@ in `fingerprint`, the model's class scores in `outputs`, the progress bar and th
     def _write_all(self) -> None:
         writer = self.writer
         start = self.lo + writer.complete
+        self.digested = (start, self.data_digest)  # (rows up to, digest of them): see `_settle`
         total = None if self.hi is None else self.hi - self.lo
         row_bytes = sum(s.neurons * np.dtype(s.dtype).itemsize for s in self.specs.values()) + 4 * self.n_outputs
         capacity = self.batch_size * max(1, staging.BLOCK_BYTES // (self.batch_size * row_bytes))
@@ -365,8 +366,8 @@ in `fingerprint`, the model's class scores in `outputs`, the progress bar and th
                         deadline = time.perf_counter() + staging.BLOCK_SECONDS
                     slot.begin(n)
                     labels = self._fill(slot, x, y, row, self.mask.steps(x, batch, row, n, self.device))
+                    self._digest(row + n, x, labels, self.mask.digest_part(x, batch, row, n))
                     slot.end()
-                    self._digest(x, labels, self.mask.digest_part(x, batch, row, n))
                     row += n
                     bar.update(n)
                     if slot.rows == slot.capacity or time.perf_counter() > deadline:
@@ -377,6 +378,7 @@ in `fingerprint`, the model's class scores in `outputs`, the progress bar and th
             pipeline.close()
         except KeyboardInterrupt:
             bar.close()
+            self._settle(slot)
             self._drain(pipeline, slot)
             committed = writer.committed
             writer.close()
@@ -434,14 +436,24 @@ in `fingerprint`, the model's class scores in `outputs`, the progress bar and th
         return given
 
     # --------------------------------------------------------------- digest
-    def _digest(self, x, labels, mask) -> None:
-        """Fold one written batch's inputs and labels into the data digest the next commit records.
+    def _digest(self, end: int, x, labels, mask) -> None:
+        """Fold one filled batch's inputs and labels (rows up to ``end``) into the digest the next commit records.
 
         A resumed capture recomputes it over the rows already written and refuses data that
         differs anywhere in them.
         """
-        self.data_digest = _crc(self.data_digest, x, labels, mask)
+        self.digested = (end, _crc(self.data_digest, x, labels, mask))  # one store: whole or not at all
+        self.data_digest = self.digested[1]
         self.writer.data_digest = f"{self.data_digest:08x}"
+
+    def _settle(self, slot: _Slot | None) -> None:
+        """After an interrupt: the batch last filled and digested is kept, with its digest, so that the
+        rows committed and the digest they record agree wherever Ctrl-C landed between the two."""
+        end, digest = self.digested
+        if slot is not None and self.lo + self.writer.complete + slot.rows < end:  # digested, not yet in the block
+            slot.end()
+        self.data_digest = digest
+        self.writer.data_digest = f"{digest:08x}"
 
     def _digest_of_written(self):
         """The digest of the rows this store (shard) already holds, read again from the data given now."""
