@@ -36,7 +36,7 @@ _EXPORTS = {
     "discover_slices": "slices", "Slice": "slices", "SliceReport": "slices", "SliceError": "slices",
     "SliceSuggestions": "widgets",
     "data_map": "dynamics", "data_map_of": "dynamics", "cka": "dynamics", "cka_matrix": "dynamics",
-    "DynamicsError": "dynamics",
+    "aligned_projection": "dynamics", "DynamicsError": "dynamics",
     "GraphView": "widgets", "ActivationMatrix": "widgets", "ProjectionView": "widgets",
     "InstancePanel": "widgets", "SubsetPanel": "widgets", "Selection": "widgets", "Explorer": "widgets",
     "CockpitPanel": "widgets", "MisclassificationView": "widgets", "EvaluationPanel": "widgets",

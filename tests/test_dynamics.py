@@ -336,3 +336,62 @@ def test_prediction_changed_between_two_steps_of_a_store():
 
 def test_dynamics_names_are_public():
     assert activis.data_map is data_map and activis.cka is cka and activis.DynamicsError is DynamicsError
+
+
+# ----------------------------------------------------------------------------- aligned projections
+def unit_frames(layouts):
+    out = []
+    for e in layouts:
+        e = np.asarray(e, np.float64) - np.mean(e, axis=0)
+        out.append(e / np.linalg.norm(e) * math.sqrt(len(e)))  # unit RMS radius
+    return out
+
+
+def sheet(seed=0, n=150):
+    """A 2-D sheet in 8-D: one connected manifold, as a layer's activations mostly are."""
+    rng = np.random.default_rng(seed)
+    return np.concatenate([rng.uniform(0, 10, (n, 2)), 0.1 * rng.standard_normal((n, 6))], axis=1), rng
+
+
+def test_aligned_projection_moves_an_instance_only_when_its_representation_moves():
+    base, rng = sheet()
+    frames, swapped = [base], []
+    for _ in range(3):  # at each checkpoint, five pairs of instances swap representations
+        x = frames[-1].copy()
+        pairs = rng.choice(len(x), (5, 2), replace=False)
+        x[pairs.ravel()] = x[pairs[:, ::-1].ravel()]
+        frames.append(x)
+        swapped.append(pairs.ravel())
+    layouts = activis.aligned_projection(frames, random_state=0)
+    assert len(layouts) == 4 and all(e.shape == (150, 2) and e.dtype == np.float32 for e in layouts)
+    assert all(np.isfinite(e).all() for e in layouts)
+    unit = unit_frames(layouts)
+    for step, moved in enumerate(swapped):
+        distance = np.linalg.norm(unit[step + 1] - unit[step], axis=1)
+        still = np.delete(distance, moved)
+        assert still.mean() < 0.15  # of the layout's RMS radius
+        assert distance[moved].mean() > 4 * still.mean()
+
+
+def test_aligned_projection_of_unchanged_checkpoints_barely_moves_and_is_deterministic():
+    base, _ = sheet(1)
+    frames = [base, base.copy(), base.astype(np.float32)]
+    first = activis.aligned_projection(frames, random_state=3)
+    unit = unit_frames(first)
+    assert max(np.linalg.norm(b - a, axis=1).mean() for a, b in zip(unit, unit[1:])) < 0.05
+    again = activis.aligned_projection(np.stack(frames), random_state=3)
+    for a, b in zip(first, again):
+        np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("arrays, message", [
+    ([], "a list of one \\(instances, features\\) array per checkpoint"),
+    (np.zeros((5, 3)), "a list of one"),
+    ([np.zeros((6, 3)), np.zeros((5, 3))], "arrays\\[0\\] has 6 rows, arrays\\[1\\] has 5"),
+    ([np.zeros(6)], "arrays\\[0\\] must be numbers shaped \\(instances, features\\)"),
+    ([np.full((6, 3), np.inf)], "arrays\\[0\\] holds 18 NaN or infinite"),
+    ([np.zeros((3, 3))], "at least 4 instances, got 3"),
+])
+def test_aligned_projection_bad_input_names_the_problem(arrays, message):
+    with pytest.raises(DynamicsError, match=message):
+        activis.aligned_projection(arrays)

@@ -14,10 +14,11 @@ Imports neither torch nor any widget; a store is any object with ``checkpoints``
 
 from __future__ import annotations
 
+from .aligned import aligned_projection
 from .cartography import data_map, data_map_of, regions
 from .errors import DynamicsError
 from .similarity import cka, cka_matrix
 from .subsets import ambiguous, easy_to_learn, forgotten, hard_to_learn, never_learned, prediction_changed
 
-__all__ = ["DynamicsError", "ambiguous", "cka", "cka_matrix", "data_map", "data_map_of", "easy_to_learn",
-           "forgotten", "hard_to_learn", "never_learned", "prediction_changed", "regions"]
+__all__ = ["DynamicsError", "aligned_projection", "ambiguous", "cka", "cka_matrix", "data_map", "data_map_of",
+           "easy_to_learn", "forgotten", "hard_to_learn", "never_learned", "prediction_changed", "regions"]
