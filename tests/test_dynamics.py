@@ -395,3 +395,19 @@ def test_aligned_projection_of_unchanged_checkpoints_barely_moves_and_is_determi
 def test_aligned_projection_bad_input_names_the_problem(arrays, message):
     with pytest.raises(DynamicsError, match=message):
         activis.aligned_projection(arrays)
+
+
+def test_dynamics_subsets_work_in_a_stores_subsets(tmp_path):
+    from activis.store import write_store
+    from activis.subsets import Subsets
+
+    store, logits, labels = fake_store()
+    real = write_store(tmp_path / "s.activis", {"early": store.at(400).activations("early")}, labels=labels,
+                       outputs=logits[-1])
+    subsets = Subsets(real)
+    frame = data_map(logits, labels)
+    subsets.add("flaky", forgotten(frame, 1) | prediction_changed(logits, 0, -1))
+    want = (frame["learned"] & (frame["forgetting"] >= 1)) | (logits[0].argmax(1) != logits[-1].argmax(1))
+    np.testing.assert_array_equal(subsets.mask("flaky"), want.to_numpy())
+    aggregate = subsets.aggregate("early", ["flaky"])
+    assert aggregate.names == ["flaky"] and aggregate.sizes.tolist() == [int(want.sum())]

@@ -16,8 +16,7 @@ from .errors import DynamicsError
 
 
 def _named(frame: pd.DataFrame, mask, name: str) -> Subset:
-    subset = Subset.from_indices(np.asarray(frame.index[np.asarray(mask, dtype=bool)], dtype=np.int64),
-                                 source=f"training dynamics: {name}")
+    subset = Subset.from_indices(np.asarray(frame.index[np.asarray(mask, dtype=bool)], dtype=np.int64))
     subset.name = name
     return subset
 
