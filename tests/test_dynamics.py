@@ -411,3 +411,23 @@ def test_dynamics_subsets_work_in_a_stores_subsets(tmp_path):
     np.testing.assert_array_equal(subsets.mask("flaky"), want.to_numpy())
     aggregate = subsets.aggregate("early", ["flaky"])
     assert aggregate.names == ["flaky"] and aggregate.sizes.tolist() == [int(want.sum())]
+
+
+@pytest.mark.parametrize("kind", ["probabilities", "log_probabilities"])
+def test_data_map_of_a_store_of_probabilities_reads_them_as_such(kind):
+    store, logits, labels = fake_store()
+    probabilities = np.exp(logits) / np.exp(logits).sum(-1, keepdims=True)
+    for step, p in zip(store.checkpoints, probabilities):
+        store.at(step).outputs = p if kind == "probabilities" else np.log(p)
+        store.at(step).output_kind = kind
+    pd.testing.assert_frame_equal(data_map_of(store), data_map(logits, labels), rtol=1e-9)
+
+
+def test_data_map_of_a_binary_store_with_one_output_column():
+    store, logits, labels = fake_store()
+    binary = logits[:, :, 1] - logits[:, :, 0]
+    for step, x in zip(store.checkpoints, binary):
+        store.at(step).outputs = x[:, None]
+        store.at(step).instances = pd.DataFrame({"label": labels % 2})
+    want = data_map(np.stack([np.zeros_like(binary), binary], axis=-1), labels % 2)
+    pd.testing.assert_frame_equal(data_map_of(store), want)

@@ -151,13 +151,31 @@ def data_map_of(store, **kwargs) -> pd.DataFrame:
     """`data_map` over a store's checkpoints: each checkpoint's outputs as logits, the instances' labels.
 
     ``store``: anything with ``checkpoints`` (sorted steps) and ``at(step)`` giving ``outputs``
-    (instances, classes) and ``instances`` with a ``label`` column. Reads one checkpoint at a time.
+    (instances, classes) and ``instances`` with a ``label`` column (and optionally ``output_kind``:
+    probabilities and a single binary column are read as the logits they stand for).
     """
     steps = checkpoint_steps(store)
     first = store.at(steps[0])
     if "label" not in first.instances.columns:
         raise DynamicsError("The store's instances have no 'label' column; a data map needs the true classes.")
-    return data_map([store.at(step).outputs for step in steps], first.instances["label"].to_numpy(), **kwargs)
+    views = [store.at(step) for step in steps]
+    logits = [_as_logits(view.outputs, getattr(view, "output_kind", "logits")) for view in views]
+    return data_map(logits, first.instances["label"].to_numpy(), **kwargs)
+
+
+def _as_logits(outputs, kind: str) -> np.ndarray:
+    """Logits whose softmax is the outputs' class probabilities (the outputs themselves when they are logits)."""
+    outputs = np.asarray(outputs)
+    if outputs.ndim == 2 and outputs.shape[1] == 1:  # one column: a binary classifier's class-1 output
+        x = outputs[:, 0].astype(np.float64)
+        if kind == "logits":
+            return np.stack([np.zeros_like(x), x], axis=1)
+        p1 = np.exp(x) if kind == "log_probabilities" else x
+        outputs, kind = np.stack([1.0 - p1, p1], axis=1), "probabilities"
+    if kind == "probabilities":
+        with np.errstate(divide="ignore"):
+            return np.log(np.clip(outputs, 0, None))  # a probability of 0 is a logit of -inf
+    return outputs
 
 
 def checkpoint_steps(store) -> list[int]:

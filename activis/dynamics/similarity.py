@@ -158,9 +158,9 @@ def cka_matrix(store, layers=None, *, other=None, other_layers=None, **options) 
     """
     if other is None:
         steps = checkpoint_steps(store)
-        final = store.at(steps[-1])
+        views = [store.at(step) for step in steps]
         layers = _layers(store, layers, "layers")
-        values = [[cka(store.at(step).activations(layer), final.activations(layer), **options) for step in steps]
+        values = [[cka(view.activations(layer), views[-1].activations(layer), **options) for view in views]
                   for layer in layers]
         frame = pd.DataFrame(values, index=pd.Index(layers, name="layer"), columns=pd.Index(steps, name="step"))
         return frame
