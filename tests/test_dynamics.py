@@ -294,6 +294,7 @@ def test_cka_flattens_feature_maps_and_a_constant_layer_aligns_with_nothing():
     (np.zeros(5), np.zeros((5, 2)), {}, r"x must be shaped \(instances, features...\)"),
     (np.zeros((5, 2)), np.zeros((5, 2)), {"kernel": "cosine"}, "Unknown kernel 'cosine'; choose one of linear, rbf"),
     (np.zeros((5, 2)), np.zeros((5, 2)), {"threshold": 0}, "threshold must be a positive number"),
+    (np.zeros((5, 2)), np.zeros((5, 2)), {"threshold": "wide"}, "threshold must be a positive number"),
     (np.zeros((3, 2)), np.zeros((3, 2)), {"debiased": True}, "at least 4 instances"),
     (np.full((5, 2), np.nan), np.zeros((5, 2)), {}, "x holds 10 NaN or infinite"),
 ])
@@ -395,6 +396,14 @@ def test_aligned_projection_of_unchanged_checkpoints_barely_moves_and_is_determi
 def test_aligned_projection_bad_input_names_the_problem(arrays, message):
     with pytest.raises(DynamicsError, match=message):
         activis.aligned_projection(arrays)
+
+
+@pytest.mark.parametrize("options, message", [({"n_neighbors": "many"}, "Bad aligned_projection parameter"),
+                                              ({"min_dist": 2}, "min_dist must lie in"),
+                                              ({"n_epochs": 1}, "n_epochs must be at least 5")])
+def test_aligned_projection_bad_parameters_name_the_problem(options, message):
+    with pytest.raises(DynamicsError, match=message):
+        activis.aligned_projection([np.zeros((6, 3))], **options)
 
 
 def test_dynamics_subsets_work_in_a_stores_subsets(tmp_path):

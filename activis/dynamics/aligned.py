@@ -112,14 +112,18 @@ def aligned_projection(arrays, random_state: int = 0, *, n_neighbors: int = 10, 
     for a fifth of it.
     """
     frames = _checked_frames(arrays)
-    n, seed = len(frames[0]), int(random_state)
-    k = max(2, min(int(n_neighbors), n - 1))
-    if not 0 <= float(min_dist) <= 1:
+    n = len(frames[0])
+    try:
+        seed, k, min_dist = int(random_state), max(2, min(int(n_neighbors), n - 1)), float(min_dist)
+        epochs = int(n_epochs) if n_epochs is not None else _default_epochs(n)
+    except (TypeError, ValueError) as exc:
+        raise DynamicsError(f"Bad aligned_projection parameter ({exc}): random_state, n_neighbors and n_epochs are "
+                            "integers, min_dist a number.") from None
+    if not 0 <= min_dist <= 1:
         raise DynamicsError(f"min_dist must lie in [0, 1], not {min_dist}.")
-    epochs = int(n_epochs) if n_epochs is not None else _default_epochs(n)
     if epochs < 5:
         raise DynamicsError(f"n_epochs must be at least 5, not {n_epochs}.")
-    curve = _ab_params(1.0, float(min_dist))
+    curve = _ab_params(1.0, min_dist)
     graph, neighbours, pca2 = _frame_graph(frames[-1], k, seed)
     layouts = [_optimise(graph, _initial_layout(pca2, seed), epochs, 1.0, curve, seed)]
     for x in frames[-2::-1]:

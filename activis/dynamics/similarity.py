@@ -1,8 +1,9 @@
 """Centred kernel alignment (Kornblith et al., 2019), as the authors' demo computes it, in float64.
 
 Linear CKA over many rows uses the feature-space form ‖YᵀX‖² / (‖XᵀX‖ ‖YᵀY‖) (debiased: the same
-U-statistic corrections written on feature products), which is exact and costs n·p·q instead of n²
-memory; the Gram (n x n) form is used where it is the cheaper one, and RBF always needs it. Gram forms
+U-statistic corrections written on feature products), which is exact, takes time linear in n and holds
+only feature x feature products; the Gram (n x n) form is used where it is the cheaper one (fewer rows
+than features, or features too wide for their products), and RBF always needs it. Gram forms
 read at most ``max_rows`` rows: a uniform sample drawn with ``random_state`` (the same rows for x and y).
 """
 
@@ -16,7 +17,7 @@ from .errors import DynamicsError
 
 KERNELS = ("linear", "rbf")
 MAX_ROWS = 4096  # a Gram matrix of 4,096 rows is 134 MB in float64
-_FEATURE_PRODUCT_MAX = 1 << 24  # p x q entries of YᵀX the feature-space form may hold (128 MB)
+_FEATURE_PRODUCT_MAX = 1 << 24  # entries of XᵀX, YᵀX or YᵀY the feature-space form may hold (128 MB each)
 
 
 def _features(a, name: str) -> np.ndarray:
@@ -34,6 +35,10 @@ def _checked_pair(x, y, kernel: str, threshold: float, debiased: bool):
         raise DynamicsError(f"x and y must hold the same instances: x has {len(x):,} rows, y has {len(y):,}.")
     if kernel not in KERNELS:
         raise DynamicsError(f"Unknown kernel {kernel!r}; choose one of {', '.join(KERNELS)}.")
+    try:
+        threshold = float(threshold)
+    except (TypeError, ValueError):
+        threshold = float("nan")
     if not (np.isfinite(threshold) and threshold > 0):
         raise DynamicsError(f"threshold must be a positive number (the RBF width, in median distances), "
                             f"not {threshold}.")
@@ -44,7 +49,7 @@ def _checked_pair(x, y, kernel: str, threshold: float, debiased: bool):
         if not np.isfinite(a).all():
             raise DynamicsError(f"{name} holds {np.count_nonzero(~np.isfinite(a)):,} NaN or infinite value(s); "
                                 "CKA needs finite activations.")
-    return x, y
+    return x, y, threshold
 
 
 def cka(x, y, kernel: str = "linear", threshold: float = 1.0, debiased: bool = False, *,
@@ -54,9 +59,9 @@ def cka(x, y, kernel: str = "linear", threshold: float = 1.0, debiased: bool = F
     ``kernel``: "linear" or "rbf" (width ``threshold`` x the median distance). ``debiased``: the unbiased
     HSIC estimator (Székely & Rizzo's U-centring), fair across different numbers of instances.
     """
-    x, y = _checked_pair(x, y, kernel, threshold, debiased)
+    x, y, threshold = _checked_pair(x, y, kernel, threshold, debiased)
     n, p, q = len(x), x.shape[1], y.shape[1]
-    if kernel == "linear" and n > max(p, q) and p * q <= _FEATURE_PRODUCT_MAX:
+    if kernel == "linear" and n > max(p, q) and max(p, q) ** 2 <= _FEATURE_PRODUCT_MAX:
         return _feature_space_linear(x, y, debiased)
     rows = _sample_rows(n, max_rows, random_state)
     if rows is not None:
