@@ -103,6 +103,25 @@ def test_data_map_takes_a_list_a_memmap_and_any_block_size(tmp_path, monkeypatch
     pd.testing.assert_frame_equal(data_map(logits, labels), whole)
 
 
+def test_data_map_memory_grows_with_instances_not_checkpoints(tmp_path):
+    import tracemalloc
+
+    t, n, c = 40, 20_000, 10
+    rng = np.random.default_rng(8)
+    path = tmp_path / "logits.bin"
+    rng.standard_normal((t, n, c)).astype(np.float32).tofile(path)
+    logits = np.memmap(path, dtype=np.float32, mode="r", shape=(t, n, c))  # 32 MB on disk
+    labels = rng.integers(0, c, n)
+    data_map(logits, labels)
+    tracemalloc.start()
+    try:
+        data_map(logits, labels)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < t * n * 8 / 2  # half of one float64 per checkpoint and instance
+
+
 def test_forgetting_counts_transitions_and_never_learned_counts_checkpoints():
     # correct pattern per instance over 5 checkpoints: logits favour class 1 where correct
     patterns = np.array([[1, 0, 1, 0, 1],   # forgotten twice

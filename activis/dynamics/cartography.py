@@ -4,8 +4,8 @@ Definitions follow the published code (see the README's "Training dynamics"): th
 probability in float64, its mean (``confidence``) and population standard deviation (``variability``),
 the fraction of checkpoints predicted right (``correctness``), correct -> wrong transitions between
 consecutive checkpoints (``forgetting``; an instance never predicted right counts as the number of
-checkpoints, Toneva's convention) and ``learned``. The logits are read once, in blocks of instances, so
-memory grows with checkpoints x instances, never with the classes (a memmap is never loaded whole).
+checkpoints, Toneva's convention) and ``learned``. The logits are read once, in blocks of instances, and
+folded into running statistics: memory grows with the instances only (a memmap is never loaded whole).
 """
 
 from __future__ import annotations
@@ -59,28 +59,33 @@ def checked_labels(labels, n: int, n_classes: int) -> np.ndarray:
     return y
 
 
-def true_class_dynamics(logits, labels) -> tuple[np.ndarray, np.ndarray]:
-    """Per checkpoint and instance: the true class's softmax probability (float64) and whether argmax is right.
+def _streamed_statistics(frames: list[np.ndarray], y: np.ndarray) -> dict[str, np.ndarray]:
+    """One pass over the checkpoints, in blocks of instances: the true class's softmax probability (float64)
+    folded into its running mean and squared deviations (Welford), and argmax's correctness into counts
+    of right answers and of correct -> wrong transitions. Memory: a few values per instance.
 
     NaN and +inf logits raise (with their count); a -inf logit is a probability of zero, as softmax
     defines it (a masked class), and is allowed.
     """
-    frames = checkpoint_logits(logits)
-    if not frames:
-        raise DynamicsError("logits hold no checkpoints.")
     n, c = frames[0].shape
-    if c < 2:
-        raise DynamicsError(f"logits need at least 2 classes, got {c}.")
-    y = checked_labels(labels, n, c)
-    prob = np.empty((len(frames), n))
-    correct = np.empty((len(frames), n), dtype=bool)
+    mean, squares = np.zeros(n), np.zeros(n)
+    right, events = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64)
+    previous = np.zeros(n, dtype=bool)
     block = max(1, _BLOCK_VALUES // c)
     cols = np.arange(block)
     for t, frame in enumerate(frames):
         for s in range(0, n, block):
             e = min(n, s + block)
-            prob[t, s:e], correct[t, s:e] = _block_dynamics(frame[s:e], y[s:e], cols[:e - s], frames)
-    return prob, correct
+            prob, correct = _block_dynamics(frame[s:e], y[s:e], cols[:e - s], frames)
+            delta = prob - mean[s:e]
+            mean[s:e] += delta / (t + 1)
+            squares[s:e] += delta * (prob - mean[s:e])
+            right[s:e] += correct
+            events[s:e] += previous[s:e] & ~correct
+            previous[s:e] = correct
+    learned = right > 0
+    return {"confidence": mean, "variability": np.sqrt(squares / len(frames)), "correctness": right / len(frames),
+            "forgetting": np.where(learned, events, len(frames)), "learned": learned}
 
 
 def _block_dynamics(logits: np.ndarray, y: np.ndarray, cols: np.ndarray, frames) -> tuple[np.ndarray, np.ndarray]:
@@ -107,14 +112,6 @@ def _raise_nonfinite(frames) -> None:
                         "logits: drop those checkpoints (training diverged there?) or those instances.")
 
 
-def forgetting_events(correct: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Correct -> wrong transitions per instance, and whether it was ever right (Toneva's convention:
-    an instance never learned counts as the number of checkpoints)."""
-    learned = correct.any(axis=0)
-    events = np.count_nonzero(correct[:-1] & ~correct[1:], axis=0)
-    return np.where(learned, events, correct.shape[0]), learned
-
-
 def regions(confidence, variability, *, ambiguous_above: float = 0.2, easy_above: float = 0.5) -> pd.Categorical:
     """Cartography's three regions as one label per instance: "ambiguous" where variability is at least
     ``ambiguous_above``; otherwise "easy to learn" where confidence is at least ``easy_above``, else
@@ -130,19 +127,15 @@ def data_map(logits, labels, *, ambiguous_above: float = 0.2, easy_above: float 
     ``logits``: shaped (checkpoints, instances, classes) — an array, a memmap or a list of one
     (instances, classes) array per checkpoint, in training order. ``labels``: (instances,) class indices.
     """
-    prob, correct = true_class_dynamics(logits, labels)
-    if len(prob) < 2:
-        raise DynamicsError(f"A data map needs the logits of at least 2 checkpoints, got {len(prob)}.")
-    forgetting, learned = forgetting_events(correct)
-    confidence, variability = prob.mean(axis=0), prob.std(axis=0)
-    frame = pd.DataFrame({
-        "confidence": confidence,
-        "variability": variability,
-        "correctness": correct.mean(axis=0),
-        "forgetting": forgetting,
-        "learned": learned,
-        "region": regions(confidence, variability, ambiguous_above=ambiguous_above, easy_above=easy_above),
-    })
+    frames = checkpoint_logits(logits)
+    if len(frames) < 2:
+        raise DynamicsError(f"A data map needs the logits of at least 2 checkpoints, got {len(frames)}.")
+    n, c = frames[0].shape
+    if c < 2:
+        raise DynamicsError(f"logits need at least 2 classes, got {c}.")
+    columns = _streamed_statistics(frames, checked_labels(labels, n, c))
+    frame = pd.DataFrame({**columns, "region": regions(columns["confidence"], columns["variability"],
+                                                       ambiguous_above=ambiguous_above, easy_above=easy_above)})
     frame.index.name = "instance"
     return frame
 
