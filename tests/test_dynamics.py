@@ -209,10 +209,10 @@ class FakeStore:
         return self._at[step]
 
 
-def fake_store(seed=0, steps=(100, 200, 300, 400), n=120):
+def fake_store(seed=0, steps=(100, 200, 300, 400), n=120, label_seed=None):
     rng = np.random.default_rng(seed)
     logits = rng.standard_normal((len(steps), n, 4))
-    labels = rng.integers(0, 4, n)
+    labels = np.random.default_rng(seed if label_seed is None else label_seed).integers(0, 4, n)
     final = {"early": rng.standard_normal((n, 6)), "late": rng.standard_normal((n, 8))}
     layers = {name: [f + (len(steps) - 1 - i) * (0.2 if name == "early" else 1.5) * rng.standard_normal(f.shape)
                      for i in range(len(steps))] for name, f in final.items()}
@@ -242,7 +242,7 @@ def test_cka_matrix_against_the_final_checkpoint_shows_which_layer_settled_first
 
 def test_cka_matrix_between_two_stores():
     store, _, _ = fake_store(0)
-    other, _, _ = fake_store(1)
+    other, _, _ = fake_store(1, label_seed=0)  # another model over the same instances
     matrix = cka_matrix(store, other=other, kernel="rbf")
     assert matrix.shape == (2, 2)
     want = reference_cka(store.at(400).activations("early"), other.at(400).activations("late"), "rbf")
@@ -252,6 +252,9 @@ def test_cka_matrix_between_two_stores():
         cka_matrix(store, other=smaller)
     with pytest.raises(DynamicsError, match="Unknown layer"):
         cka_matrix(store, ["nope"])
+    shuffled, _, _ = fake_store(2)
+    with pytest.raises(DynamicsError, match="labels differ at .* of 120 instances"):
+        cka_matrix(store, other=shuffled)
 
 
 # ----------------------------------------------------------------------------- CKA

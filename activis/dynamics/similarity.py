@@ -172,11 +172,19 @@ def cka_matrix(store, layers=None, *, other=None, other_layers=None, **options) 
     first, second = _latest(store), _latest(other)
     layers = _layers(store, layers, "layers")
     other_layers = _layers(other, other_layers, "other_layers")
-    n_first, n_second = len(first.instances), len(second.instances)
-    if n_first != n_second:
-        raise DynamicsError(f"The two stores must hold the same instances: {n_first:,} and {n_second:,} rows.")
+    _check_same_instances(first.instances, second.instances)
     values = [[cka(first.activations(a), second.activations(b), **options) for b in other_layers] for a in layers]
     return pd.DataFrame(values, index=pd.Index(layers, name="layer"), columns=pd.Index(other_layers, name="other"))
+
+
+def _check_same_instances(first: pd.DataFrame, second: pd.DataFrame) -> None:
+    if len(first) != len(second):
+        raise DynamicsError(f"The two stores must hold the same instances: {len(first):,} and {len(second):,} rows.")
+    if "label" in first.columns and "label" in second.columns:
+        differ = np.count_nonzero(first["label"].to_numpy() != second["label"].to_numpy())
+        if differ:
+            raise DynamicsError(f"The two stores' labels differ at {differ:,} of {len(first):,} instances: CKA needs "
+                                "the same instances in the same order.")
 
 
 def _latest(store):
