@@ -279,6 +279,18 @@ def test_cka_equals_the_gram_reference(kernel, threshold, debiased, shape):
     assert cka(x, y, kernel, threshold, debiased) == pytest.approx(want, rel=1e-9, abs=1e-12)
 
 
+@pytest.mark.parametrize("debiased", [False, True])
+def test_linear_cka_in_blocks_of_rows_equals_the_reference(debiased):
+    from activis.dynamics.similarity import _feature_space_linear
+
+    rng = np.random.default_rng(9)
+    x = rng.standard_normal((103, 6)).astype(np.float16) + 40  # a large common offset, in half precision
+    y = x[:, :3] * 2 + rng.standard_normal((103, 3))
+    centre = lambda a: a.astype(np.float64) - a.astype(np.float64).mean(axis=0)  # noqa: E731
+    want = reference_cka(centre(x), centre(y), debiased=debiased)  # linear CKA ignores offsets
+    assert _feature_space_linear(x, y, debiased, block=10) == pytest.approx(want, rel=1e-9)
+
+
 def test_cka_is_one_on_itself_and_invariant_to_rotation_and_scale():
     rng = np.random.default_rng(5)
     x = rng.standard_normal((200, 6)).astype(np.float32)

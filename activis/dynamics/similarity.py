@@ -2,9 +2,10 @@
 
 Linear CKA over many rows uses the feature-space form ‖YᵀX‖² / (‖XᵀX‖ ‖YᵀY‖) (debiased: the same
 U-statistic corrections written on feature products), which is exact, takes time linear in n and holds
-only feature x feature products; the Gram (n x n) form is used where it is the cheaper one (fewer rows
-than features, or features too wide for their products), and RBF always needs it. Gram forms
-read at most ``max_rows`` rows: a uniform sample drawn with ``random_state`` (the same rows for x and y).
+only feature x feature products (one BLAS syrk of [X Y] per block of rows). The Gram (n x n) form is
+used where it is the cheaper one (fewer rows than features, or features too wide for their products),
+and RBF always needs it; Gram forms read at most ``max_rows`` rows, a uniform sample drawn with
+``random_state`` (the same rows for x and y).
 """
 
 from __future__ import annotations
@@ -85,27 +86,36 @@ def _debiased_product(xty: float, rows_x: np.ndarray, rows_y: np.ndarray, total_
 
 
 def _feature_space_linear(x: np.ndarray, y: np.ndarray, debiased: bool, block: int = 8192) -> float:
-    """Centred products XᵀX, YᵀX, YᵀY accumulated in float64 over blocks of rows: memory stays at a
+    """XᵀX, YᵀX and YᵀY of the centred features, in float64, as one symmetric rank-k update (BLAS syrk)
+    of [X Y]ᵀ[X Y] per block of rows: half the products of three separate ones, and memory stays at a
     block (a memmap is never loaded whole)."""
+    from scipy.linalg.blas import dsyrk
+
     n, p, q = len(x), x.shape[1], y.shape[1]
     mean_x, mean_y = x.mean(axis=0, dtype=np.float64), y.mean(axis=0, dtype=np.float64)
-    xx, yx, yy = np.zeros((p, p)), np.zeros((q, p)), np.zeros((q, q))
+    products = np.zeros((p + q, p + q), order="F")
     rows_x, rows_y = np.empty(n), np.empty(n)
     for s in range(0, n, block):
-        xb = np.asarray(x[s:s + block], dtype=np.float64) - mean_x
-        yb = np.asarray(y[s:s + block], dtype=np.float64) - mean_y
-        xx += xb.T @ xb
-        yx += yb.T @ xb
-        yy += yb.T @ yb
-        rows_x[s:s + block], rows_y[s:s + block] = np.einsum("ij,ij->i", xb, xb), np.einsum("ij,ij->i", yb, yb)
-    similarity = np.linalg.norm(yx) ** 2
-    norm_x, norm_y = np.linalg.norm(xx), np.linalg.norm(yy)
+        e = min(n, s + block)
+        z = np.empty((p + q, e - s), order="F")  # this block's centred features, one column per instance
+        np.subtract(x[s:e], mean_x, out=z[:p].T)
+        np.subtract(y[s:e], mean_y, out=z[p:].T)
+        products = dsyrk(1.0, z, beta=1.0, c=products, overwrite_c=1)  # upper triangle of z zᵀ, accumulated
+        rows_x[s:e], rows_y[s:e] = np.einsum("ij,ij->j", z[:p], z[:p]), np.einsum("ij,ij->j", z[p:], z[p:])
+    similarity = np.linalg.norm(products[:p, p:]) ** 2
+    norm_x, norm_y = _symmetric_norm(products[:p, :p]), _symmetric_norm(products[p:, p:])
     if debiased:
         total_x, total_y = rows_x.sum(), rows_y.sum()
         similarity = _debiased_product(similarity, rows_x, rows_y, total_x, total_y, n)
         norm_x = np.sqrt(max(_debiased_product(norm_x ** 2, rows_x, rows_x, total_x, total_x, n), 0.0))
         norm_y = np.sqrt(max(_debiased_product(norm_y ** 2, rows_y, rows_y, total_y, total_y, n), 0.0))
     return _ratio(similarity, norm_x * norm_y)
+
+
+def _symmetric_norm(upper: np.ndarray) -> float:
+    """The Frobenius norm of a symmetric matrix of which only the upper triangle is filled."""
+    triangle = np.triu(upper)
+    return float(np.sqrt(max(2 * np.vdot(triangle, triangle) - np.vdot(np.diag(upper), np.diag(upper)), 0.0)))
 
 
 def _ratio(similarity: float, norms: float) -> float:
