@@ -474,3 +474,18 @@ def test_data_map_of_a_binary_store_with_one_output_column():
         store.at(step).instances = pd.DataFrame({"label": labels % 2})
     want = data_map(np.stack([np.zeros_like(binary), binary], axis=-1), labels % 2)
     pd.testing.assert_frame_equal(data_map_of(store), want)
+
+
+def test_dynamics_runs_where_torch_and_widgets_cannot_be_imported():
+    import subprocess
+    import sys
+
+    code = ("import sys\n"
+            "for name in ('torch', 'anywidget', 'ipywidgets'): sys.modules[name] = None\n"
+            "import numpy as np, activis\n"
+            "x = np.random.default_rng(0).normal(size=(3, 40, 4))\n"
+            "activis.data_map(x, np.arange(40) % 4); activis.cka(x[0], x[1])\n"
+            "activis.aligned_projection(list(x), n_epochs=10)\n"
+            "print('ok')\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.stdout.strip() == "ok", out.stderr
