@@ -85,6 +85,12 @@ class View(ChecksTraits, anywidget.AnyWidget):
     def _check_colours(self, proposal):
         return check_colours(proposal["value"], self.colours)
 
+    def save_html(self, path, *, title: str = "activis"):
+        """This view as one self-contained HTML file (`activis.save_html`); returns its path."""
+        from ..export import save_html
+
+        return save_html(path, self, title=title)
+
 
 def kernel_loop():
     """The IPython kernel's event loop, when running inside one: views that work in a thread send from it."""
