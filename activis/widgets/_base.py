@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import os
 import pathlib
+import uuid
 
 import anywidget
 import traitlets
@@ -12,6 +15,7 @@ from .colours import check_colours, palette
 from .errors import ViewError
 
 STATIC = pathlib.Path(__file__).resolve().parent.parent / "static"
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
 def bundle(name: str) -> pathlib.Path:
@@ -85,11 +89,63 @@ class View(ChecksTraits, anywidget.AnyWidget):
     def _check_colours(self, proposal):
         return check_colours(proposal["value"], self.colours)
 
+    def save_png(self, path) -> PngRequest:
+        """Ask the page for this view as a PNG (at the screen's pixel ratio) and write it to ``path``.
+
+        The view must be on screen: the browser draws the image and sends it back, so the file appears
+        a moment after the call (``request.done`` says when; a cell that waits for it in a loop would
+        block the very message it waits for). The view's PNG button downloads the same image.
+        """
+        request = PngRequest(path)
+        self._png_requests = {**getattr(self, "_png_requests", {}), request.id: request}
+        self.send({"kit": "png", "id": request.id})
+        return request
+
+    def _handle_custom_msg(self, content, buffers):
+        if isinstance(content, dict) and content.get("kit") == "png":  # the kit's, not the view's own messages
+            request = getattr(self, "_png_requests", {}).pop(str(content.get("id")), None)
+            if request is not None:
+                request.receive(content)
+            return
+        super()._handle_custom_msg(content, buffers)
+
     def save_html(self, path, *, title: str = "activis"):
         """This view as one self-contained HTML file (`activis.save_html`); returns its path."""
         from ..export import save_html
 
         return save_html(path, self, title=title)
+
+
+class PngRequest:
+    """A PNG asked of the page: written to ``path`` when the page answers (``done``), or ``error``."""
+
+    def __init__(self, path):
+        if not isinstance(path, (str, os.PathLike)) or not str(path).lower().endswith(".png"):
+            raise ViewError(f"save_png needs a file name ending in .png, not {path!r}.")
+        self.path = pathlib.Path(path)
+        if not self.path.parent.is_dir():
+            raise ViewError(f"The folder {self.path.parent} does not exist; create it first.")
+        self.id = uuid.uuid4().hex
+        self.done = False
+        self.error = ""
+
+    def receive(self, content: dict) -> None:
+        """Write the page's answer; anything but a PNG is refused (the page is not trusted to send files)."""
+        try:
+            data = base64.b64decode(str(content.get("data", "")), validate=True)
+        except (ValueError, TypeError):
+            data = b""
+        if not data.startswith(PNG_SIGNATURE):
+            self.error = str(content.get("error") or "the page did not send a PNG image")
+            return
+        partial = self.path.with_name(f".{self.path.name}.partial")
+        partial.write_bytes(data)
+        os.replace(partial, self.path)
+        self.done = True
+
+    def __repr__(self) -> str:
+        state = "written" if self.done else f"failed: {self.error}" if self.error else "waiting for the page"
+        return f"<PngRequest {self.path} · {state}>"
 
 
 def kernel_loop():
