@@ -138,3 +138,26 @@ def test_names_with_markup_show_as_text(tmp_path, browser):
     finally:
         context.close()
     assert problems == []
+
+
+def test_a_large_store_is_exported_as_a_stated_sample(tmp_path):
+    rng = np.random.default_rng(0)
+    store, acts = small_store(tmp_path / "s", n=400, metadata=pd.DataFrame({"group": rng.integers(0, 3, 400)}))
+    subsets = activis.Subsets(store)
+    subsets.add("group 1", "group == 1")
+    subsets.add("first ten", indices=np.arange(10))
+    explorer = activis.Explorer(store, method="pca", subsets=subsets)
+    with pytest.raises(ExportError, match="at least 100"):
+        save_html(tmp_path / "x.html", explorer, max_instances=5)
+    path = save_html(tmp_path / "sample.html", explorer, max_instances=150)
+    text = path.read_text()
+    payload = json.loads(text[text.index('id="activis-state">') + 19:text.index("</script>")])
+    node = payload["layout"]["children"]
+    assert node[0]["text"].startswith("A sample: 150 of 400 instances")
+    data = node[1]["data"]
+    assert data["n"] == 150 and "store_index" in data["hover"]["titles"]
+    # subsets come along: a query is asked again of the sample, an index set keeps its sampled members
+    column = data["hover"]["values"][data["hover"]["titles"].index("store_index")]
+    kept = {int(v) for v in column}
+    assert set(data["subsets"]) >= {"group 1", "first ten"}
+    assert len(kept) == 150 and kept <= set(range(400))

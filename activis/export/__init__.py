@@ -14,26 +14,39 @@ import ipywidgets as widgets
 
 from .errors import ExportError
 from .page import render_page, write_page
+from .sample import sampled_explorer
 from .state import PageState
 
 __all__ = ["ExportError", "save_html"]
 
 
-def save_html(path, *items, title: str = "activis"):
-    """Write ``items`` (views, explorers, boxes of them) into one page at ``path``; returns its path."""
+def save_html(path, *items, title: str = "activis", max_instances: int = 20_000):
+    """Write ``items`` (views, explorers, boxes of them) into one page at ``path``; returns its path.
+
+    An Explorer over more than ``max_instances`` instances is exported over a stratified sample of
+    them, and the page says so.
+    """
     from ..widgets.explorer import Explorer
 
     if not items:
         raise ExportError("save_html needs at least one view or explorer to put in the page.")
     if not isinstance(title, str):
         raise ExportError(f"title= is the page's title, a string, not {type(title).__name__}.")
-    state = PageState()
-    children = []
+    if isinstance(max_instances, bool) or not isinstance(max_instances, int) or max_instances < 100:
+        raise ExportError(f"max_instances= is how many instances an exported explorer keeps, an integer of at "
+                          f"least 100, not {max_instances!r}.")
     for item in items:
         if not isinstance(item, widgets.Widget):
             raise ExportError(f"save_html takes activis views, explorers or ipywidgets boxes of them, not "
                               f"{type(item).__name__}.")
-        if isinstance(item, Explorer):
+    state = PageState()
+    children = []
+    for item in items:
+        if isinstance(item, Explorer) and item.store.n_instances > max_instances:
+            with sampled_explorer(item, max_instances) as (sample, note):
+                children += [{"kind": "text", "text": note, "style": {"font-weight": "600"}},
+                             _explorer_node(sample, state)]
+        elif isinstance(item, Explorer):
             children.append(_explorer_node(item, state))
         else:
             children.append(state.layout(item))

@@ -38,12 +38,15 @@ def explorer_data(explorer, state: PageState) -> dict:
     layers = []
     for layer in store.layers:
         spec = store.layer_spec(layer)
-        activations = np.ascontiguousarray(store.activations(layer), dtype=np.float32)
+        stored = store.activations(layer)
+        # float16 layers travel as float16 (half the bytes, the same values); the page widens them once
+        dtype = np.float16 if stored.dtype == np.float16 else np.float32
+        activations = np.ascontiguousarray(stored, dtype=dtype)
         positions = project(store, layer, projection.method, instances=rows, **params).wait()
         layers.append({
             "name": layer, "neurons": int(spec.neurons), "neuron_kind": spec.neuron_kind,
             "node": store.manifest["layers"][layer].get("node") or layer,
-            "activations": state.add_buffer(activations),
+            "dtype": np.dtype(dtype).name, "activations": state.add_buffer(activations),
             "positions": state.add_buffer(np.ascontiguousarray(positions, dtype=np.float32)),
         })
     return {

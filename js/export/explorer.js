@@ -3,7 +3,7 @@
 // over the embedded data. The views themselves are unchanged; this answers the traits they write
 // (a layer, a neuron, a lasso, a hover, a pin, a subset) with the traits the kernel would send back.
 import { decodeArray } from "../common/arrays.js";
-import { continuousColouring, rowStatistics, serialised, sortNeurons, uniqueSorted } from "./stats.js";
+import { continuousColouring, rowStatistics, serialised, sortNeurons, uniqueSorted, widenHalf } from "./stats.js";
 
 const BRUSH = "selection", HOVER = "hover", SUBSET = "subset:", INSTANCE = "instance:";
 const KERNEL_NOTE = "Explaining a pinned instance needs Python: the saved page shows its matrix row only.";
@@ -29,6 +29,17 @@ export function coordinateExplorer(manager, node, buffers) {
   const layers = new Map(data.layers.map((/** @type {any} */ l) => [l.name, l]));
   /** @type {Map<string, {label: string, indices: Int32Array}>} */
   const custom = new Map();
+  /** @type {Map<string, Float32Array>} */
+  const widened = new Map();
+  /** A layer's activations as float32 (float16 layers are widened once, on first use). */
+  const activations = (/** @type {any} */ layer) => {
+    if (layer.dtype !== "float16") return float32(layer.activations);
+    if (!widened.has(layer.name)) {
+      const b = buffers[layer.activations];
+      widened.set(layer.name, widenHalf(new Uint16Array(b.buffer, b.byteOffset, b.byteLength / 2)));
+    }
+    return /** @type {Float32Array} */ (widened.get(layer.name));
+  };
   const subsetIndices = (/** @type {string} */ name) => {
     const s = data.subsets[name];
     return s ? int32(s.indices) : null;
@@ -71,7 +82,7 @@ export function coordinateExplorer(manager, node, buffers) {
     const layer = layers.get(matrix.get("layer"));
     if (!layer) return;
     const keys = (matrix.get("row_keys") || []).filter((/** @type {string} */ k) => rowIndices(k) !== null);
-    const values = float32(layer.activations);
+    const values = activations(layer);
     const statistic = matrix.get("statistic") || "mean";
     const out = new Float32Array(keys.length * layer.neurons);
     const rows = keys.map((/** @type {string} */ key, /** @type {number} */ r) => {
@@ -129,7 +140,7 @@ export function coordinateExplorer(manager, node, buffers) {
       const layer = layers.get(projection.get("layer"));
       if (!layer) return;
       const neuron = projection.get("neuron");
-      const values = float32(layer.activations), column = new Float64Array(n);
+      const values = activations(layer), column = new Float64Array(n);
       for (let i = 0; i < n; i++) column[i] = values[i * layer.neurons + neuron];
       const c = continuousColouring(column, `neuron ${neuron} of ${layer.name}`, data.ramps);
       projection.setMany({ palette: c.palette, legend: c.legend, color_codes: serialised(c.codes, [n]) });
@@ -147,7 +158,7 @@ export function coordinateExplorer(manager, node, buffers) {
     if (projection.get("color_by") === "neuron") {
       const layer = layers.get(projection.get("layer"));
       const neuron = projection.get("neuron");
-      const value = float32(layer.activations)[index * layer.neurons + neuron];
+      const value = activations(layer)[index * layer.neurons + neuron];
       fields.splice(Math.min(4, fields.length), 0, [`neuron ${neuron}`, value.toPrecision(4)]);
     }
     projection.set("hover_details", { index, fields });
@@ -284,7 +295,7 @@ export function coordinateExplorer(manager, node, buffers) {
     const neuron = sel.get("neuron"), layer = layers.get(sel.get("layer"));
     if (neuron >= 0 && layer) {
       projection.setMany({ neuron, color_by: "neuron" });
-      const values = float32(layer.activations), column = new Float32Array(n);
+      const values = activations(layer), column = new Float32Array(n);
       for (let i = 0; i < n; i++) column[i] = values[i * layer.neurons + neuron];
       sortValues = { values: column, label: `${layer.name} · neuron ${neuron}` };
     } else {

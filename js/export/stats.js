@@ -38,6 +38,23 @@ export function rowStatistics(values, k, rows, threshold) {
   return { mean, active: frac, std };
 }
 
+/** IEEE half-precision values as float32: a 65,536-entry table, built once, then one lookup per value. */
+let HALF = /** @type {Float32Array | null} */ (null);
+export function widenHalf(/** @type {Uint16Array} */ bits) {
+  if (!HALF) {
+    HALF = new Float32Array(65536);
+    for (let h = 0; h < 65536; h++) {
+      const sign = h & 0x8000 ? -1 : 1, exponent = (h >> 10) & 0x1f, fraction = h & 0x3ff;
+      HALF[h] = exponent === 0 ? sign * 2 ** -14 * (fraction / 1024)
+        : exponent === 31 ? (fraction ? NaN : sign * Infinity)
+          : sign * 2 ** (exponent - 15) * (1 + fraction / 1024);
+    }
+  }
+  const table = HALF, out = new Float32Array(bits.length);
+  for (let i = 0; i < bits.length; i++) out[i] = table[bits[i]];
+  return out;
+}
+
 /** Sorted, de-duplicated instance indices (what Subset.from_indices keeps). */
 export function uniqueSorted(/** @type {ArrayLike<number>} */ indices) {
   return Int32Array.from(new Set(Array.from(indices))).sort();
