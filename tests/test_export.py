@@ -161,3 +161,10 @@ def test_a_large_store_is_exported_as_a_stated_sample(tmp_path):
     kept = {int(v) for v in column}
     assert set(data["subsets"]) >= {"group 1", "first ten"}
     assert len(kept) == 150 and kept <= set(range(400))
+
+
+def test_a_view_leaves_a_static_card_where_widgets_cannot_load(tmp_path):
+    store, _ = small_store(tmp_path / "s", class_names=["a", XSS, "c"])
+    data, _ = activis.ActivationMatrix(store, "hidden")._repr_mimebundle_()
+    assert "application/vnd.jupyter.widget-view+json" in data
+    assert "activis ActivationMatrix · layer: hidden" in data["text/html"] and "save_html" in data["text/html"]

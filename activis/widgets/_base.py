@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import html
 import os
 import pathlib
 import uuid
@@ -88,6 +89,21 @@ class View(ChecksTraits, anywidget.AnyWidget):
     @traitlets.validate("colours")
     def _check_colours(self, proposal):
         return check_colours(proposal["value"], self.colours)
+
+    def _repr_mimebundle_(self, **kwargs):
+        """The widget, plus a static card for where widgets cannot load (GitHub, nbconvert, a notebook reopened
+        without its kernel's widget state): what the view showed, and how to keep a copy that opens anywhere."""
+        bundle = super()._repr_mimebundle_(**kwargs)
+        if not isinstance(bundle, tuple) or not isinstance(bundle[0], dict):
+            return bundle
+        data, metadata = bundle
+        facts = [f"{name}: {getattr(self, name)}" for name in ("layer", "statistic", "color_by", "focus")
+                 if isinstance(getattr(self, name, None), (str, int)) and getattr(self, name) not in ("", -1)]
+        text = " · ".join([f"activis {type(self).__name__}", *facts])
+        card = ("<div style='border:1px solid #bbb;padding:6px 10px;font:13px sans-serif;color:#555'>"
+                f"<b>{html.escape(text)}</b><br>This interactive view needs its notebook's kernel. "
+                "<code>view.save_html(\"view.html\")</code> keeps a copy that opens in any browser.</div>")
+        return {**data, "text/html": card}, metadata
 
     def save_png(self, path) -> PngRequest:
         """Ask the page for this view as a PNG (at the screen's pixel ratio) and write it to ``path``.
