@@ -41,6 +41,7 @@ _EXPORTS = {
     "InstancePanel": "widgets", "SubsetPanel": "widgets", "Selection": "widgets", "Explorer": "widgets",
     "CockpitPanel": "widgets", "MisclassificationView": "widgets", "EvaluationPanel": "widgets",
     "RunsPanel": "widgets", "ViewError": "widgets",
+    "save_html": "export", "ExportError": "export",
 }
 
 __all__ = ["__version__", *sorted(_EXPORTS)]

@@ -24,12 +24,15 @@ KERNEL_IDLE_JS = """() => {
 }"""
 
 
-def open_notebook(page, lab, relpath):
-    """Open a notebook in a reset workspace; return (panel locator, seconds until kernel idle)."""
+def open_notebook(page, lab, relpath, frontend="lab"):
+    """Open a notebook in a reset workspace; return (panel locator, seconds until kernel idle).
+
+    ``frontend="notebook"`` opens it in Notebook 7 (the same server serves both front-ends).
+    """
     t0 = time.time()
     # ?reset: start from an empty workspace, otherwise notebooks opened by earlier tests are
     # restored as hidden panels and ".jp-NotebookPanel .jp-Cell" matches THEIR cells first.
-    page.goto(lab.url(f"lab/tree/{relpath}", "reset"))
+    page.goto(lab.url(f"lab/tree/{relpath}", "reset") if frontend == "lab" else lab.url(f"notebooks/{relpath}"))
     page.wait_for_function(
         "(p) => window.jupyterapp && window.jupyterapp.shell.currentWidget"
         " && window.jupyterapp.shell.currentWidget.context"
@@ -91,10 +94,10 @@ def python_result(panel, index, condition=lambda r: True, tries=15, pause=0.4):
     raise AssertionError(f"check cell {index}: condition never held in {tries} runs; last result: {result}")
 
 
-def open_cells(page, lab, name, sources):
+def open_cells(page, lab, name, sources, frontend="lab"):
     """Write a notebook of ``sources`` into the lab's root and open it; returns the panel."""
     write_notebook(lab.root_dir / name, sources)
-    panel, _ = open_notebook(page, lab, name)
+    panel, _ = open_notebook(page, lab, name, frontend)
     return panel
 
 

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import html
+import os
 import pathlib
+import uuid
 
 import anywidget
 import traitlets
@@ -12,6 +16,7 @@ from .colours import check_colours, palette
 from .errors import ViewError
 
 STATIC = pathlib.Path(__file__).resolve().parent.parent / "static"
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
 def bundle(name: str) -> pathlib.Path:
@@ -84,6 +89,79 @@ class View(ChecksTraits, anywidget.AnyWidget):
     @traitlets.validate("colours")
     def _check_colours(self, proposal):
         return check_colours(proposal["value"], self.colours)
+
+    def _repr_mimebundle_(self, **kwargs):
+        """The widget, plus a static card for where widgets cannot load (GitHub, nbconvert, a notebook reopened
+        without its kernel's widget state): what the view showed, and how to keep a copy that opens anywhere."""
+        bundle = super()._repr_mimebundle_(**kwargs)
+        if not isinstance(bundle, tuple) or not isinstance(bundle[0], dict):
+            return bundle
+        data, metadata = bundle
+        facts = [f"{name}: {getattr(self, name)}" for name in ("layer", "statistic", "color_by", "focus")
+                 if isinstance(getattr(self, name, None), (str, int)) and getattr(self, name) not in ("", -1)]
+        text = " · ".join([f"activis {type(self).__name__}", *facts])
+        card = ("<div style='border:1px solid #bbb;padding:6px 10px;font:13px sans-serif;color:#555'>"
+                f"<b>{html.escape(text)}</b><br>This interactive view needs its notebook's kernel. "
+                "<code>view.save_html(\"view.html\")</code> keeps a copy that opens in any browser.</div>")
+        return {**data, "text/html": card}, metadata
+
+    def save_png(self, path) -> PngRequest:
+        """Ask the page for this view as a PNG (at the screen's pixel ratio) and write it to ``path``.
+
+        The view must be on screen: the browser draws the image and sends it back, so the file appears
+        a moment after the call (``request.done`` says when; a cell that waits for it in a loop would
+        block the very message it waits for). The view's PNG button downloads the same image.
+        """
+        request = PngRequest(path)
+        self._png_requests = {**getattr(self, "_png_requests", {}), request.id: request}
+        self.send({"kit": "png", "id": request.id})
+        return request
+
+    def _handle_custom_msg(self, content, buffers):
+        if isinstance(content, dict) and content.get("kit") == "png":  # the kit's, not the view's own messages
+            request = getattr(self, "_png_requests", {}).pop(str(content.get("id")), None)
+            if request is not None:
+                request.receive(content)
+            return
+        super()._handle_custom_msg(content, buffers)
+
+    def save_html(self, path, *, title: str = "activis"):
+        """This view as one self-contained HTML file (`activis.save_html`); returns its path."""
+        from ..export import save_html
+
+        return save_html(path, self, title=title)
+
+
+class PngRequest:
+    """A PNG asked of the page: written to ``path`` when the page answers (``done``), or ``error``."""
+
+    def __init__(self, path):
+        if not isinstance(path, (str, os.PathLike)) or not str(path).lower().endswith(".png"):
+            raise ViewError(f"save_png needs a file name ending in .png, not {path!r}.")
+        self.path = pathlib.Path(path)
+        if not self.path.parent.is_dir():
+            raise ViewError(f"The folder {self.path.parent} does not exist; create it first.")
+        self.id = uuid.uuid4().hex
+        self.done = False
+        self.error = ""
+
+    def receive(self, content: dict) -> None:
+        """Write the page's answer; anything but a PNG is refused (the page is not trusted to send files)."""
+        try:
+            data = base64.b64decode(str(content.get("data", "")), validate=True)
+        except (ValueError, TypeError):
+            data = b""
+        if not data.startswith(PNG_SIGNATURE):
+            self.error = str(content.get("error") or "the page did not send a PNG image")
+            return
+        partial = self.path.with_name(f".{self.path.name}.partial")
+        partial.write_bytes(data)
+        os.replace(partial, self.path)
+        self.done = True
+
+    def __repr__(self) -> str:
+        state = "written" if self.done else f"failed: {self.error}" if self.error else "waiting for the page"
+        return f"<PngRequest {self.path} · {state}>"
 
 
 def kernel_loop():

@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 
 import numpy as np
+import pandas as pd
 import traitlets
 
 from ..cockpit.log import CockpitLog, read_log
@@ -71,6 +72,18 @@ class CockpitPanel(LiveView):
     @property
     def log(self) -> CockpitLog:
         return self._log
+
+    def data(self) -> pd.DataFrame:
+        """The run's per-step readings (one row per step) as the instruments plot them."""
+        return self._log.frame().reset_index()
+
+    def chart(self, series=None):
+        """Instruments as an Altair chart (default: the loss and the gradient norm, where tracked)."""
+        from ..export.charts import series_chart
+
+        frame = self.data()
+        default = [name for name in ("loss", "grad_norm", "Loss", "GradNorm") if name in frame.columns]
+        return series_chart(frame, list(series) if series is not None else default, title=self._log.run)
 
     def refresh(self) -> None:
         """Read steps another process appended to the log folder now (a no-op for a live cockpit)."""

@@ -12,6 +12,7 @@ the whole set's.
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import traitlets
 from ipywidgets import widget_serialization
 
@@ -120,6 +121,19 @@ class EvaluationPanel(View):
         if rows is None:
             return self._base.at(self.threshold, self.focus)
         return evaluate(self._out.take(rows), focus=self.focus, threshold=self.threshold)
+
+    def data(self, kind: str = "roc") -> pd.DataFrame:
+        """One chart's data at the panel's focus and threshold: "roc", "pr", "calibration",
+        "distributions" or "confusion"."""
+        from ..export.charts import evaluation_data
+
+        return evaluation_data(self.evaluation(), kind)
+
+    def chart(self, kind: str = "roc"):
+        """The same chart as an Altair chart (``.save("roc.png")`` writes PNG, SVG or PDF offline)."""
+        from ..export.charts import evaluation_chart
+
+        return evaluation_chart(self.evaluation(), kind)
 
     def selected(self) -> np.ndarray | None:
         """Store indices this panel brushed last (a confusion cell or a score range), None if none."""

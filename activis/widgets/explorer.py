@@ -112,6 +112,12 @@ class Explorer(widgets.VBox):
         views = [self.matrix, self.projection, self.instances, self.subset_panel, self.slice_suggestions, self.why]
         return views if self.graph_view is None else [self.graph_view, *views]
 
+    def save_html(self, path, *, title: str = "activis explorer"):
+        """The explorer as one self-contained HTML file that still cross-filters (`activis.save_html`)."""
+        from ..export import save_html
+
+        return save_html(path, self, title=title)
+
     # ------------------------------------------------------------------ wiring
     def _wire(self) -> None:
         sel = self.selection

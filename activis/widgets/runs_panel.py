@@ -120,6 +120,17 @@ class RunsPanel(LiveView):
         """Each run's mean of every series over ``step_range`` (all steps when empty)."""
         return pd.DataFrame(self.range_means, index=pd.Index(self.run_names, name="run"), columns=self.series_names)
 
+    def data(self) -> pd.DataFrame:
+        """Every run's per-step series as one long table (run, step, one column per series)."""
+        return self.comparison.frame
+
+    def chart(self, series=None):
+        """The panel's series as an Altair chart, one panel per series and one colour per run."""
+        from ..export.charts import series_chart
+
+        return series_chart(self.data(), list(series) if series is not None else list(self.series_names[:6]),
+                            title="runs")
+
     @traitlets.validate("step_range")
     def _whole_steps(self, proposal):
         """Two steps in either order (rounded to whole steps), or none for all steps."""

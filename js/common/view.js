@@ -26,6 +26,7 @@
 import { decodeArray } from "./arrays.js";
 import { applyTheme, themeColor } from "./theme.js";
 import { connectSelection } from "./selection.js";
+import { enablePng } from "./png.js";
 
 /**
  * @typedef {import("./arrays.js").Decoded} Decoded
@@ -100,6 +101,7 @@ export function defineView(spec) {
         throw err;
       }
       if (typeof last === "function") kit.cleanup(last);
+      enablePng(model, el, spec.name, (css) => injectCss("png-button", css), kit.cleanup);
       return () => kit.dispose();
     },
   };
