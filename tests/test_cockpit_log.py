@@ -230,7 +230,7 @@ def test_not_a_log_at_all_is_a_clear_error(tmp_path):
 def test_reading_a_log_imports_no_torch(tmp_path):
     tiny_run(tmp_path / "a", steps=2).close()
     code = (f"import sys; from activis import read_log; log = read_log({str(tmp_path / 'a')!r}); "
-            "log.frame(); log.histogram('GradHist1d'); import activis.cockpit.log; "
+            "log.frame(); log.histogram('GradHist1d'); import activis.run.log; "
             "from activis.cockpit import load_runs, CockpitLog; load_runs([log]); "
             "print(sorted(m for m in ('torch', 'numba') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout

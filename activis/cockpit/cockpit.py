@@ -30,8 +30,8 @@ from collections.abc import Iterable
 import torch
 from torch import nn
 
+from ..run.log import CockpitError, CockpitLog, layer_of
 from .hessian import not_piecewise_linear
-from .log import CockpitError, CockpitLog, layer_of
 from .quantities import QUANTITIES, Quantity, configuration
 from .step import StepContext
 from .taps import Taps, Unavailable

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from .log import CockpitError
+from ..run.log import CockpitError
 from .quantities import Quantity, TwoStepQuantity
 from .step import StepContext
 from .taps import Unavailable

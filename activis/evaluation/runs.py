@@ -9,7 +9,7 @@ from collections.abc import Iterable, Mapping
 import numpy as np
 import pandas as pd
 
-from ..cockpit.log import CockpitLog, read_log
+from ..run.log import CockpitLog, read_log
 from .inputs import EvaluationError
 
 # per-step series that are settings, not readings: two runs with different learning rates part where

@@ -16,7 +16,7 @@ import os
 import numpy as np
 import traitlets
 
-from ..cockpit.log import CockpitLog, read_log
+from ..run.log import CockpitLog, read_log
 from ._arrays import array_serialization
 from ._base import bundle
 from ._live import LiveView
