@@ -55,7 +55,7 @@ def test_folder_reads_back_what_was_tracked(tmp_path):
         np.testing.assert_array_equal(counts, cockpit.log.histogram(name, 1, 3, layer="2")[0])
     # plain files, nothing pickled
     assert sorted(p.name for p in (tmp_path / "a").iterdir()) == [
-        "GradHist1d.bin", "GradHist2d.bin", "meta.json", "records.jsonl"]
+        "GradHist1d.bin", "GradHist2d.bin", "meta.json", "records.jsonl", "run.json", "series"]
     assert json.loads((tmp_path / "a" / "meta.json").read_text())["arrays"]["GradHist1d"]["shape"] == [4, 100]
 
 

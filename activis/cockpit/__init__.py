@@ -13,7 +13,7 @@ import importlib
 # public name -> module that defines it, relative to this package (None: the submodule of that name);
 # the log lives in the run record (activis.run), which the cockpit writes
 _EXPORTS = {
-    "Cockpit": ".cockpit", "CockpitLog": "..run.log", "CockpitError": "..run.log", "load_runs": "..run.log",
+    "Cockpit": ".cockpit", "CockpitLog": "..run.log", "CockpitError": "..run.log", "load_runs": "..run.compare",
     "read_log": "..run.log", "CONFIGURATIONS": ".quantities", "QUANTITIES": ".quantities",
     "configuration": ".quantities", "Unavailable": ".taps", "quantities": None, "schedules": None,
 }
