@@ -9,9 +9,12 @@ range, the chart holds the exact points (full zoom loses nothing).
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
+
+from .series import sorted_unique
 
 
 @dataclass(frozen=True)
@@ -25,8 +28,14 @@ class Chart:
 
 
 def in_range(steps: np.ndarray, values: np.ndarray, start: int, stop: int) -> tuple[np.ndarray, np.ndarray]:
-    """The points with ``start <= step <= stop`` of an ascending series (a slice: no copy of a memory map)."""
+    """The points with ``start <= step <= stop`` of an ascending series (a slice: no copy of a memory map).
+    A series that is not ascending after all (a damaged or foreign column) is sorted first, with a warning."""
     lo, hi = np.searchsorted(steps, [start, stop + 1])
+    if hi - lo > 1 and not bool(np.all(steps[lo + 1:hi] > steps[lo:hi - 1])):
+        warnings.warn("a series' steps are not ascending (a damaged or foreign column); sorted before use",
+                      stacklevel=3)
+        steps, values = sorted_unique(steps, values)
+        lo, hi = np.searchsorted(steps, [start, stop + 1])
     return steps[lo:hi], values[lo:hi]
 
 

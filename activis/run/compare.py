@@ -145,10 +145,13 @@ class RunComparison:
     def parting(self, a: str, b: str, metrics=None, *, rtol: float = 1e-6, atol: float = 1e-9) -> int | None:
         """The first step both runs reached where any shared reading (settings such as the learning rate
         left out) differs by more than the tolerance (None: they never part over their common steps)."""
+        return self._parting(a, b, metrics, self.series() if metrics is None else None, rtol, atol)
+
+    def _parting(self, a: str, b: str, metrics, shared: list[str] | None, rtol: float, atol: float) -> int | None:
         self._check((a, b))
         sa, sb = self.sources[a], self.sources[b]
         if metrics is None:  # a run that has logged nothing yet parts from no one
-            names = [c for c in self.series() if c not in _SETTINGS and c in sa.names and c in sb.names]
+            names = [c for c in shared if c not in _SETTINGS and c in sa.names and c in sb.names]
         else:
             names = list(metrics)
             for name in names:
@@ -163,8 +166,9 @@ class RunComparison:
         return parted
 
     def partings(self, metrics=None) -> dict[tuple[str, str], int | None]:
-        names = self.names
-        return {(a, b): self.parting(a, b, metrics) for i, a in enumerate(names) for b in names[i + 1:]}
+        names, shared = self.names, self.series() if metrics is None else None
+        return {(a, b): self._parting(a, b, metrics, shared, 1e-6, 1e-9) for i, a in enumerate(names)
+                for b in names[i + 1:]}
 
     def step_span(self, series: Iterable[str]) -> tuple[int, int]:
         """The first and last step any run logged of these series ((0, 0) when none)."""

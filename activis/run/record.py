@@ -179,8 +179,9 @@ class Run:
             optimizer = log_config["optimizer"]
             config["optimizer"] = {"class": optimizer.get("type", ""), **optimizer.get("hyperparameters", {})}
         if "model" not in config and self.has_log:
-            config["model"] = {"class": self.log.meta.get("model", ""),
-                               "parameters": log_config.get("n_parameters")}
+            summary = {"class": self.log.meta.get("model"), "parameters": log_config.get("n_parameters")}
+            if any(summary.values()):
+                config["model"] = {k: v for k, v in summary.items() if v}
         return config
 
     @property

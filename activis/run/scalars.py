@@ -139,7 +139,10 @@ class FolderScalars:
             if tail:
                 more = np.array(tail, dtype=[("step", "<i8"), ("value", "<f8")])
                 steps, values = np.concatenate([steps, more["step"]]), np.concatenate([values, more["value"]])
-            result = sorted_unique(steps, values)
+            if tail or not self._index.ordered.get(name, False):
+                result = sorted_unique(steps, values)
+            else:  # written in ascending steps, as the index says: the charts check what they read
+                result = (steps, values)
             self._read[name] = (len(tail), result)
             return result
 

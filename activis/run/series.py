@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import math
+import mmap
 import os
 import pathlib
 import urllib.parse
@@ -145,8 +146,12 @@ class SeriesIndex:
         """The (step, value) rows of one series, memory-mapped, as many as the index vouches for."""
         if name not in self._maps:
             rows = self.rows[name]
-            self._maps[name] = (np.memmap(self._files[name], ROW, "r", shape=(rows,)) if rows
-                                else np.zeros(0, ROW))
+            if rows:
+                with open(self._files[name], "rb") as f:
+                    mapped = mmap.mmap(f.fileno(), rows * ROW.itemsize, access=mmap.ACCESS_READ)
+                self._maps[name] = np.frombuffer(mapped, ROW, count=rows)
+            else:
+                self._maps[name] = np.zeros(0, ROW)
         return self._maps[name]
 
     def steps(self) -> np.ndarray:
@@ -169,7 +174,7 @@ def read_index(directory: pathlib.Path, records: pathlib.Path) -> SeriesIndex | 
 
 
 def _checked_index(directory: pathlib.Path, path: pathlib.Path, records: pathlib.Path) -> SeriesIndex:
-    _inside(directory, f"{SERIES}/{INDEX}")  # no symlink out of the folder
+    _inside(directory, f"{SERIES}/{INDEX}")  # the folder and its index lead nowhere outside
     try:
         index = json.loads(path.read_bytes().decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
@@ -191,12 +196,19 @@ def _checked_index(directory: pathlib.Path, path: pathlib.Path, records: pathlib
         if not (isinstance(spec, dict) and _count(spec.get("rows")) and isinstance(spec.get("ordered"), bool)
                 and spec.get("file") == file_name(name)):
             raise ValueError(f"bad entry for series {name!r}")
-        files[name] = _inside(directory, f"{SERIES}/{spec['file']}")
+        files[name] = _confined(directory, spec["file"])
         if files[name].stat().st_size < spec["rows"] * ROW.itemsize:
             raise ValueError(f"{spec['file']} holds fewer rows than the {spec['rows']} it names")
-    if index["steps"] and _inside(directory, f"{SERIES}/{STEPS}").stat().st_size < 8 * index["steps"]:
+    if index["steps"] and _confined(directory, STEPS).stat().st_size < 8 * index["steps"]:
         raise ValueError(f"{STEPS} holds fewer steps than the {index['steps']} it names")
     return SeriesIndex(directory, index, files)
+
+
+def _confined(directory: pathlib.Path, name: str) -> pathlib.Path:
+    """A file of the columns' folder (checked once to lie inside the log folder); a symlink is followed
+    only where it stays inside. Names are percent-encoded, so they hold no ``/``."""
+    path = directory / SERIES / name
+    return _inside(directory, f"{SERIES}/{name}") if path.is_symlink() or "/" in name else path
 
 
 def _count(value) -> bool:
