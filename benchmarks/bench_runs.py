@@ -13,7 +13,9 @@ Then, each in a fresh Python process (cold: nothing imported, nothing cached in 
 It prints the seconds, the ratio to the baseline, and checks that the chart at full zoom equals the
 JSON lines. Run:
 
-    .venv/bin/python benchmarks/bench_runs.py [--runs 50] [--steps 100000] [--quantities 20]
+    .venv/bin/python benchmarks/bench_runs.py [--runs 50] [--steps 100000] [--quantities 20] [--data DIR]
+
+``--data DIR`` keeps the generated runs there (about 4.6 GB at full size) and reuses them next time.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import argparse
 import json
 import os
 import pathlib
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -43,6 +46,8 @@ def write_run(folder: pathlib.Path, n_steps: int, n_quantities: int, seed: int) 
     steps = np.arange(n_steps, dtype=np.int64)
     values = np.cumsum(rng.normal(size=(n_steps, n_quantities)), axis=0)
     values[:, 1] = 64.0
+    if folder.exists():  # a run left half-written by an earlier, interrupted benchmark
+        shutil.rmtree(folder)
     folder.mkdir(parents=True)
     meta = {"format": FORMAT, "version": FORMAT_VERSION, "run": folder.name, "model": "Net",
             "params": [{"name": "w", "shape": [10], "layer": "(model)"}], "config": {"n_parameters": 10},
@@ -127,12 +132,15 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=50)
     parser.add_argument("--steps", type=int, default=100_000)
     parser.add_argument("--quantities", type=int, default=20)
+    parser.add_argument("--data", type=pathlib.Path, default=None)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="activis-bench-runs-") as tmp:
         t0 = time.perf_counter()
-        folders = [pathlib.Path(tmp) / f"run{r:02d}" for r in range(args.runs)]
+        root = args.data / f"{args.runs}x{args.steps}x{args.quantities}" if args.data else pathlib.Path(tmp)
+        folders = [root / f"run{r:02d}" for r in range(args.runs)]
         for r, folder in enumerate(folders):
-            write_run(folder, args.steps, args.quantities, seed=r)
+            if not (folder / series.SERIES / series.INDEX).exists():
+                write_run(folder, args.steps, args.quantities, seed=r)
         print(f"wrote {args.runs} runs x {args.steps:,} steps x {args.quantities} quantities in "
               f"{time.perf_counter() - t0:.0f} s (not timed)")
         ours = run(OURS, *folders)

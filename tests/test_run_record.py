@@ -93,7 +93,7 @@ def test_the_columns_hold_what_the_lines_hold_and_the_lines_past_them(tmp_path):
     log = write_log(tmp_path / "a", steps=40, sync_every=25)  # the index covers 25 steps, then close covers all
     folder = scalars_of(tmp_path / "a")
     lines = LogScalars(read_log(tmp_path / "a"))
-    assert isinstance(folder, FolderScalars) and folder.names == lines.names == ["Loss", "GradNorm", "lr"]
+    assert isinstance(folder, FolderScalars) and list(folder.names) == list(lines.names) == ["Loss", "GradNorm", "lr"]
     for name in folder.names:
         np.testing.assert_array_equal(folder.read(name)[0], lines.read(name)[0])
         np.testing.assert_array_equal(folder.read(name)[1], lines.read(name)[1])  # bit for bit

@@ -43,7 +43,7 @@ import pandas as pd
 
 from ..store.errors import StoreError
 from ..store.manifest import _inside
-from .series import SeriesWriter, combine, scalar_values
+from .series import AppendedFiles, SeriesWriter, combine, scalar_values
 
 FORMAT = "activis.cockpit-log"
 FORMAT_VERSION = 1
@@ -108,7 +108,7 @@ class CockpitLog:
         self._listeners: list[Callable[[CockpitLog], None]] = []
         self.skipped: dict[str, str] = {}  # quantity -> why it could not be computed
         self.config: dict = dict(self.meta.get("config", {}))  # optimizer, model size; later records add to it
-        self._files: dict[str, object] = {}
+        self._files: AppendedFiles | None = None  # the folder's files, while this log writes them
         self._offset = 0  # bytes of records.jsonl already read or written
         self._line = 0  # lines of records.jsonl already read or written, for warnings and the columns
         self._kinds: dict[str, str] = {}  # key -> the kind of its first value (number, text, list)
@@ -122,6 +122,7 @@ class CockpitLog:
                 raise CockpitError(f"{self.directory} already holds a cockpit log; log each run "
                                       "into a folder of its own")
             _atomic_write(self.directory / META, json.dumps(self.meta, indent=1))
+            self._files = AppendedFiles(self.directory)
             self._series = SeriesWriter(self.directory)
 
     # ------------------------------------------------------------------ metadata
@@ -164,27 +165,20 @@ class CockpitLog:
                         raise CockpitError(f"{name}: rows have shape {spec['shape']}, got {list(arr.shape)}")
                     rows[name] = len(self._rows[name])
                     if self.writable:
-                        self._write(f"{name}.bin", arr.tobytes())
+                        self._files.write(f"{name}.bin", arr.tobytes())
                     self._rows[name].append(arr)
                     self._row_steps[name].append(int(step))
                 record["_rows"] = rows
             if self.writable:
                 line = (json.dumps(record) + "\n").encode()
                 self._series.append(record["step"], self._scalars(record), record["step"] not in self._records)
-                self._write(RECORDS, line)
+                self._files.write(RECORDS, line)
                 self._offset += len(line)
                 self._line += 1
                 if time.monotonic() - self._last_sync >= self.fsync_interval:
                     self.sync()
             self._merge(record)
         self._notify()
-
-    def _write(self, name: str, data: bytes) -> None:
-        f = self._files.get(name)
-        if f is None:
-            f = self._files[name] = open(self.directory / name, "ab")
-        f.write(data)
-        f.flush()
 
     def _scalars(self, record: Mapping) -> dict[str, float]:
         aggregates = {q: spec.get("aggregate") for q, spec in self.meta.get("quantities", {}).items()}
@@ -193,22 +187,19 @@ class CockpitLog:
     def sync(self) -> None:
         """Force everything written so far onto the disk (and tell readers of the columns how far it goes)."""
         with self._lock:
-            for f in self._files.values():
-                os.fsync(f.fileno())
+            if self._files is not None:
+                self._files.sync()
             if self._series is not None:
                 self._series.checkpoint(self.directory / RECORDS, self._offset, self._line, self.config)
             self._last_sync = time.monotonic()
 
     def close(self) -> None:
         with self._lock:
-            if self._files:
+            if self._files is not None:
                 self.sync()
-            for f in self._files.values():
-                f.close()
-            self._files = {}
-            if self._series is not None:
+                self._files.close()
                 self._series.close()
-                self._series = None
+            self._files = self._series = None
             self.writable = False
 
     # ------------------------------------------------------------------ reading

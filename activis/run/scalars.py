@@ -49,8 +49,9 @@ class LogScalars:
         return self._cache[1]
 
     @property
-    def names(self) -> list[str]:
-        return list(self._columns())
+    def names(self) -> dict:
+        """The series' names (ordered; ``name in names`` is cheap)."""
+        return self._columns()
 
     def read(self, name: str) -> tuple[np.ndarray, np.ndarray]:
         return self._columns()[name]
@@ -102,6 +103,7 @@ class FolderScalars:
         self._tail_config: dict = {}
         self._listeners: list[Callable] = []
         self._read: dict[str, tuple[int, tuple[np.ndarray, np.ndarray]]] = {}
+        self._names: dict[str, None] | None = None
         self.refresh()
 
     @property
@@ -109,9 +111,12 @@ class FolderScalars:
         return self.meta.get("run", "")
 
     @property
-    def names(self) -> list[str]:
+    def names(self) -> dict[str, None]:
+        """The series' names (a dict used as an ordered set: ``name in names`` is cheap)."""
         with self._lock:
-            return list(dict.fromkeys([*self._index.rows, *self._tail]))
+            if self._names is None:
+                self._names = dict.fromkeys([*self._index.rows, *self._tail])
+            return self._names
 
     @property
     def config(self) -> dict:
@@ -176,6 +181,7 @@ class FolderScalars:
                 self._tail_config.update(record.get("_config", {}))
                 for key, value in scalar_values(record, n_params, aggregates).items():
                     self._tail.setdefault(key, []).append((record["step"], value))
+            self._names = None
         if damaged:
             warnings.warn(f"{path}: skipped {len(damaged)} damaged line(s): {'; '.join(damaged[:10])}", stacklevel=2)
         for callback in list(self._listeners):

@@ -69,13 +69,38 @@ def file_name(series: str) -> str:
     return urllib.parse.quote(series, safe="") + ".f8"
 
 
+class AppendedFiles:
+    """Files of one folder opened once for appending; every write is flushed at once (a killed process
+    loses nothing it wrote), `sync` forces them onto the disk."""
+
+    def __init__(self, directory: pathlib.Path):
+        self.directory = directory
+        self._files: dict[str, object] = {}
+
+    def write(self, name: str, data: bytes) -> None:
+        f = self._files.get(name)
+        if f is None:
+            f = self._files[name] = open(self.directory / name, "ab")
+        f.write(data)
+        f.flush()
+
+    def sync(self) -> None:
+        for f in self._files.values():
+            os.fsync(f.fileno())
+
+    def close(self) -> None:
+        for f in self._files.values():
+            f.close()
+        self._files = {}
+
+
 class SeriesWriter:
     """Appends a log's scalars to its columns; `checkpoint` makes what was written visible to readers."""
 
     def __init__(self, directory: pathlib.Path):
         self.directory = directory / SERIES
         self.directory.mkdir(exist_ok=True)
-        self._files: dict[str, object] = {}
+        self._files = AppendedFiles(self.directory)
         self._rows: dict[str, int] = {}
         self._last: dict[str, int] = {}
         self._ordered: dict[str, bool] = {}  # every step written after the one before it
@@ -83,25 +108,17 @@ class SeriesWriter:
 
     def append(self, step: int, values: Mapping[str, float], new_step: bool) -> None:
         for name, value in values.items():
-            self._write(file_name(name), np.array([(step, value)], ROW).tobytes())
+            self._files.write(file_name(name), np.array([(step, value)], ROW).tobytes())
             self._rows[name] = self._rows.get(name, 0) + 1
             self._ordered[name] = self._ordered.get(name, True) and step > self._last.get(name, step - 1)
             self._last[name] = step
         if new_step:
-            self._write(STEPS, np.int64(step).tobytes())
+            self._files.write(STEPS, np.int64(step).tobytes())
             self._steps += 1
-
-    def _write(self, name: str, data: bytes) -> None:
-        f = self._files.get(name)
-        if f is None:
-            f = self._files[name] = open(self.directory / name, "ab")
-        f.write(data)
-        f.flush()
 
     def checkpoint(self, records: pathlib.Path, records_bytes: int, records_lines: int, config: dict) -> None:
         """Force the columns onto the disk, then say (atomically) how much of the records they cover."""
-        for f in self._files.values():
-            os.fsync(f.fileno())
+        self._files.sync()
         index = {"format": FORMAT, "version": FORMAT_VERSION, "records_bytes": records_bytes,
                  "records_lines": records_lines, "records_crc": _tail_crc(records, records_bytes),
                  "steps": self._steps, "config": config,
@@ -115,9 +132,7 @@ class SeriesWriter:
         os.replace(tmp, self.directory / INDEX)
 
     def close(self) -> None:
-        for f in self._files.values():
-            f.close()
-        self._files = {}
+        self._files.close()
 
 
 def _tail_crc(records: pathlib.Path, covered: int) -> int:
