@@ -66,7 +66,9 @@ def write_run(folder: pathlib.Path, n_steps: int, n_quantities: int, seed: int) 
     size = (folder / RECORDS).stat().st_size
     index = {"format": series.FORMAT, "version": series.FORMAT_VERSION, "records_bytes": size,
              "records_lines": n_steps, "records_crc": series._tail_crc(folder / RECORDS, size), "steps": n_steps,
-             "config": {}, "series": {n: {"file": series.file_name(n), "rows": n_steps, "ordered": True}
+             "config": {}, "series": {n: {"file": series.file_name(n), "rows": n_steps, "ordered": True,
+                                          "first": 0, "last": n_steps - 1,
+                                          "counts": [[64.0, n_steps]] if n == "batch_size" else None}
                                       for n in names}}
     (columns / series.INDEX).write_text(json.dumps(index))
 
@@ -75,6 +77,7 @@ OURS = """
 import json, resource, sys, time
 t0 = time.perf_counter()
 from activis.run import compare
+t_import = time.perf_counter() - t0
 folders = sys.argv[1:]
 runs = compare(folders)
 names = runs.series()
@@ -83,7 +86,10 @@ partings = runs.partings()
 t1 = time.perf_counter()
 chart = runs.chart(["Loss"], width=800)
 t2 = time.perf_counter()
-print(json.dumps({"open_compare": t1 - t0, "chart": t2 - t1, "total": t2 - t0, "series": len(names),
+status = dict(line.split(":", 1) for line in open("/proc/self/status") if line.startswith(("RssAnon", "RssFile")))
+mib = {key: int(value.split()[0]) / 1024 for key, value in status.items()}
+print(json.dumps({"anon_mib": mib["RssAnon"], "file_mib": mib["RssFile"],
+                  "import": t_import, "open_compare": t1 - t0, "chart": t2 - t1, "total": t2 - t0, "series": len(names),
                   "points": int(chart.values.shape[-1]), "exact": chart.exact,
                   "rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 """
@@ -148,9 +154,11 @@ def main() -> None:
         jsonl = run(JSONL, folders[0] / RECORDS)
         check = run(CHECK, folders[0])
     print(f"activis: open + compare ({ours['series']} shared series, configs, "
-          f"{args.runs * (args.runs - 1) // 2} partings) {ours['open_compare']:.3f} s, one chart "
+          f"{args.runs * (args.runs - 1) // 2} partings) {ours['open_compare']:.3f} s (of which importing numpy and "
+          f"pandas {ours['import']:.3f} s), one chart "
           f"({ours['points']} points, exact={ours['exact']}) {ours['chart']:.3f} s, total {ours['total']:.3f} s, "
-          f"peak RSS {ours['rss_mib']:.0f} MiB")
+          f"peak RSS {ours['rss_mib']:.0f} MiB (at the end: {ours['anon_mib']:.0f} MiB anonymous, "
+          f"{ours['file_mib']:.0f} MiB file pages of the memory-mapped columns, which the kernel can drop)")
     print(f"baseline: np.fromfile of the chart's {baseline['bytes'] / 2**20:.0f} MiB {baseline['seconds']:.3f} s; "
           f"ratio {ours['total'] / baseline['seconds']:.1f}x")
     print(f"parsing the JSON lines instead: {jsonl['seconds']:.2f} s for one run "

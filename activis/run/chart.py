@@ -9,6 +9,7 @@ range, the chart holds the exact points (full zoom loses nothing).
 
 from __future__ import annotations
 
+import bisect
 import warnings
 from dataclasses import dataclass
 
@@ -30,13 +31,22 @@ class Chart:
 def in_range(steps: np.ndarray, values: np.ndarray, start: int, stop: int) -> tuple[np.ndarray, np.ndarray]:
     """The points with ``start <= step <= stop`` of an ascending series (a slice: no copy of a memory map).
     A series that is not ascending after all (a damaged or foreign column) is sorted first, with a warning."""
-    lo, hi = np.searchsorted(steps, [start, stop + 1])
+    lo, hi = _search(steps, start), _search(steps, stop + 1)
     if hi - lo > 1 and not bool(np.all(steps[lo + 1:hi] > steps[lo:hi - 1])):
         warnings.warn("a series' steps are not ascending (a damaged or foreign column); sorted before use",
                       stacklevel=3)
         steps, values = sorted_unique(steps, values)
         lo, hi = np.searchsorted(steps, [start, stop + 1])
     return steps[lo:hi], values[lo:hi]
+
+
+def _search(steps: np.ndarray, value: int) -> int:
+    """Where ``value`` goes in ascending ``steps``. A column's steps are a strided view of a memory map,
+    which np.searchsorted would first copy whole: bisect reads only the steps it compares, and, steps
+    being distinct whole numbers, only the first ``value - steps[0]`` rows can lie below ``value``."""
+    if steps.flags.c_contiguous or not len(steps):
+        return int(np.searchsorted(steps, value))
+    return bisect.bisect_left(steps, value, 0, int(min(len(steps), max(0, value - steps[0]))))
 
 
 def chart(series: list[list[tuple[np.ndarray, np.ndarray]]], start: int, stop: int, width: int) -> Chart:

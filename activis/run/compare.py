@@ -54,7 +54,9 @@ def run_config(run) -> dict:
     row = {"model": meta.get("model", ""), "parameters": int(n_params), "optimizer": optimizer.get("type", "")}
     row.update(hyper if isinstance(hyper, dict) else {})
     if "batch_size" in source.names:
-        sizes = source.read("batch_size")[1]
+        counts = source.value_counts("batch_size")
+        sizes = (np.repeat(list(counts), list(counts.values())) if counts is not None
+                 else source.read("batch_size")[1])
         sizes = sizes[np.isfinite(sizes)]
         row["batch_size"] = int(np.median(sizes)) if len(sizes) else None
     row["steps"] = source.n_steps
@@ -189,8 +191,10 @@ class RunComparison:
         if len(runs) < 2 or not series:
             return {}
         columns = {(r, s): self.sources[r].read(s) for r in runs for s in series}
-        ends = [(c[0][0], c[0][-1] + 1) if len(c[0]) else (0, 0) for c in columns.values()]
-        lo, end = min(e[0] for e in ends), max(e[1] for e in ends)
+        ends = [span for r in runs for s in series for span in [self.sources[r].span(s)] if span is not None]
+        if not ends:
+            return {}
+        lo, end = min(e[0] for e in ends), max(e[1] for e in ends) + 1
         n = len(runs)
         parted = np.full((n, n), -1, np.int64)  # -1: not parted (yet)
         span = 64
@@ -220,14 +224,9 @@ class RunComparison:
 
     def step_span(self, series: Iterable[str]) -> tuple[int, int]:
         """The first and last step any run logged of these series ((0, 0) when none)."""
-        first, last = [], []
-        for source in self.sources.values():
-            for name in series:
-                steps = source.read(name)[0] if name in source.names else ()
-                if len(steps):
-                    first.append(steps[0])
-                    last.append(steps[-1])
-        return (int(min(first)), int(max(last))) if first else (0, 0)
+        spans = [source.span(name) for source in self.sources.values() for name in series if name in source.names]
+        spans = [span for span in spans if span is not None]
+        return (int(min(s[0] for s in spans)), int(max(s[1] for s in spans))) if spans else (0, 0)
 
     def chart(self, series: Iterable[str], start: int | None = None, stop: int | None = None,
               width: int = 800) -> Chart:

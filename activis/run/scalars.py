@@ -60,6 +60,13 @@ class LogScalars:
     def n_steps(self) -> int:
         return len(self.log.steps)
 
+    def span(self, name: str) -> tuple[int, int] | None:
+        steps = self.read(name)[0]
+        return (int(steps[0]), int(steps[-1])) if len(steps) else None
+
+    def value_counts(self, name: str) -> None:
+        return None  # in memory, the values themselves are at hand
+
     @property
     def meta(self) -> dict:
         return self.log.meta
@@ -150,6 +157,24 @@ class FolderScalars:
                 result = (steps, values)
             self._read[name] = (len(tail), result)
             return result
+
+    def span(self, name: str) -> tuple[int, int] | None:
+        """The first and last step of a series (None: no points), without reading its column."""
+        with self._lock:
+            ends = [self._index.span[name]] if self._index.rows.get(name) else []
+            ends += [(min(t for t, _ in self._tail[name]), max(t for t, _ in self._tail[name]))] \
+                if self._tail.get(name) else []
+            return (min(e[0] for e in ends), max(e[1] for e in ends)) if ends else None
+
+    def value_counts(self, name: str) -> dict[float, int] | None:
+        """How often each value was logged, for a series of few distinct values (else None)."""
+        with self._lock:
+            counts = dict(self._index.counts.get(name) or {}) if self._index.rows.get(name) else {}
+            if self._index.rows.get(name) and self._index.counts.get(name) is None:
+                return None
+            for _, value in self._tail.get(name, []):
+                counts[value] = counts.get(value, 0) + 1
+            return counts
 
     def subscribe(self, callback: Callable) -> Callable[[], None]:
         self._listeners.append(callback)

@@ -40,6 +40,7 @@ STEPS = "steps.i8"
 FORMAT = "activis.series"
 FORMAT_VERSION = 1
 ROW = np.dtype([("step", "<i8"), ("value", "<f8")])
+MAX_COUNTED = 16  # a series with at most this many distinct values (a batch size, a schedule) has them counted
 _CHECKED_BYTES = 4096  # the covered end of records.jsonl the index's checksum guards
 
 
@@ -102,7 +103,9 @@ class SeriesWriter:
         self.directory.mkdir(exist_ok=True)
         self._files = AppendedFiles(self.directory)
         self._rows: dict[str, int] = {}
+        self._first: dict[str, int] = {}
         self._last: dict[str, int] = {}
+        self._counts: dict[str, dict | None] = {}  # value -> rows, while a series has few distinct values
         self._ordered: dict[str, bool] = {}  # every step written after the one before it
         self._steps = 0
 
@@ -111,7 +114,13 @@ class SeriesWriter:
             self._files.write(file_name(name), np.array([(step, value)], ROW).tobytes())
             self._rows[name] = self._rows.get(name, 0) + 1
             self._ordered[name] = self._ordered.get(name, True) and step > self._last.get(name, step - 1)
-            self._last[name] = step
+            self._first[name] = min(step, self._first.get(name, step))
+            self._last[name] = max(step, self._last.get(name, step))
+            counts = self._counts.setdefault(name, {})
+            if counts is not None:
+                counts[value] = counts.get(value, 0) + 1
+                if len(counts) > MAX_COUNTED:
+                    self._counts[name] = None
         if new_step:
             self._files.write(STEPS, np.int64(step).tobytes())
             self._steps += 1
@@ -122,7 +131,9 @@ class SeriesWriter:
         index = {"format": FORMAT, "version": FORMAT_VERSION, "records_bytes": records_bytes,
                  "records_lines": records_lines, "records_crc": _tail_crc(records, records_bytes),
                  "steps": self._steps, "config": config,
-                 "series": {name: {"file": file_name(name), "rows": rows, "ordered": self._ordered[name]}
+                 "series": {name: {"file": file_name(name), "rows": rows, "ordered": self._ordered[name],
+                                   "first": self._first[name], "last": self._last[name],
+                                   "counts": None if self._counts[name] is None else list(self._counts[name].items())}
                             for name, rows in self._rows.items()}}
         tmp = self.directory / (INDEX + ".tmp")
         with open(tmp, "w") as f:
@@ -154,6 +165,9 @@ class SeriesIndex:
         self.n_steps = index["steps"]
         self.rows = {name: spec["rows"] for name, spec in index["series"].items()}
         self.ordered = {name: spec["ordered"] for name, spec in index["series"].items()}
+        self.span = {name: (spec["first"], spec["last"]) for name, spec in index["series"].items()}
+        self.counts = {name: None if spec["counts"] is None else dict(spec["counts"])
+                       for name, spec in index["series"].items()}
         self._files = files
         self._maps: dict[str, np.ndarray] = {}
 
@@ -209,7 +223,8 @@ def _checked_index(directory: pathlib.Path, path: pathlib.Path, records: pathlib
     files = {}
     for name, spec in index["series"].items():
         if not (isinstance(spec, dict) and _count(spec.get("rows")) and isinstance(spec.get("ordered"), bool)
-                and spec.get("file") == file_name(name)):
+                and spec.get("file") == file_name(name) and _whole(spec.get("first")) and _whole(spec.get("last"))
+                and _counted(spec.get("counts"))):
             raise ValueError(f"bad entry for series {name!r}")
         files[name] = _confined(directory, spec["file"])
         if files[name].stat().st_size < spec["rows"] * ROW.itemsize:
@@ -224,6 +239,17 @@ def _confined(directory: pathlib.Path, name: str) -> pathlib.Path:
     only where it stays inside. Names are percent-encoded, so they hold no ``/``."""
     path = directory / SERIES / name
     return _inside(directory, f"{SERIES}/{name}") if path.is_symlink() or "/" in name else path
+
+
+def _whole(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _counted(counts) -> bool:
+    """None, or [[value, rows], ...] with numbers for values and whole numbers for rows."""
+    return counts is None or (isinstance(counts, list) and all(
+        isinstance(pair, list) and len(pair) == 2 and isinstance(pair[0], int | float)
+        and not isinstance(pair[0], bool) and _count(pair[1]) for pair in counts))
 
 
 def _count(value) -> bool:
