@@ -107,8 +107,10 @@ def test_the_columns_hold_what_the_lines_hold_and_the_lines_past_them(tmp_path):
     seen = []
     folder.subscribe(seen.append)
     with open(tmp_path / "a" / "records.jsonl", "a") as f:
-        f.write(json.dumps({"step": 42, "Loss": 8.0}) + "\n")
-    assert folder.refresh() and seen == [folder] and folder.read("Loss")[1][-1] == 8.0
+        f.write(json.dumps({"step": 42, "Loss": 8.0}) + "\n" + json.dumps({"step": 43, "Loss": "high"}) + "\n")
+    with pytest.warns(UserWarning, match=r"line 44 \(left out 'Loss': not numbers in a series of numbers\)"):
+        assert folder.refresh()
+    assert seen == [folder] and folder.read("Loss")[1][-1] == 8.0
 
 
 @pytest.mark.parametrize("damage, why", [

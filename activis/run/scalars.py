@@ -204,7 +204,13 @@ class FolderScalars:
                     continue
                 self._tail_steps.add(record["step"])
                 self._tail_config.update(record.get("_config", {}))
-                for key, value in scalar_values(record, n_params, aggregates).items():
+                scalars = scalar_values(record, n_params, aggregates)
+                mixed = [key for key, value in record.items() if key in self.names and key not in scalars
+                         and value is not None]
+                if mixed:  # text where a series of numbers was: left out, and said
+                    damaged.append(f"line {self._line} (left out {', '.join(map(repr, mixed))}: not numbers in a "
+                                   "series of numbers)")
+                for key, value in scalars.items():
                     self._tail.setdefault(key, []).append((record["step"], value))
             self._names = None
         if damaged:
