@@ -103,6 +103,7 @@ class CockpitLog:
         self._lock = threading.RLock()
         self._records: dict[int, dict] = {}
         self._frame: pd.DataFrame | None = None  # frame() of the records as they are, until they change
+        self.version = 0  # counts the changes of the records (caches of what is read from them compare it)
         self._rows: dict[str, list[np.ndarray]] = {name: [] for name in self.meta.get("arrays", {})}
         self._row_steps: dict[str, list[int]] = {name: [] for name in self._rows}
         self._listeners: list[Callable[[CockpitLog], None]] = []
@@ -206,6 +207,7 @@ class CockpitLog:
     def _merge(self, record: dict) -> None:
         step = record["step"]
         self._frame = None  # the records changed: the next frame() builds a new one
+        self.version += 1
         merged = self._records.setdefault(step, {})
         merged.update({k: v for k, v in record.items() if not k.startswith("_") and k != "step"})
         self.skipped.update(record.get("_skipped", {}))

@@ -154,12 +154,10 @@ class Run:
 
     @property
     def name(self) -> str:
+        """run.json's name, else the step log's run name, else the folder's name."""
         if self._info.get("name"):
             return self._info["name"]
-        log = self._log
-        if log is None and (self.path / META).exists():
-            log = self.log
-        return (log.run if log is not None else "") or self.path.name
+        return (self.scalars.run if self.has_log else "") or self.path.name
 
     @property
     def info(self) -> dict:
@@ -171,7 +169,7 @@ class Run:
         """The hyper-parameters, with ``optimizer`` and ``model`` (its summary) where known; a run that is
         only a cockpit log has what its log recorded (the optimizer, the parameter count)."""
         config = dict(self._info.get("config", {}))
-        log_config = self.log.config if self.has_log else {}
+        log_config = self.scalars.config if self.has_log else {}
         for key in ("optimizer", "model"):
             if key in self._info:
                 config[key] = self._info[key]
@@ -179,14 +177,14 @@ class Run:
             optimizer = log_config["optimizer"]
             config["optimizer"] = {"class": optimizer.get("type", ""), **optimizer.get("hyperparameters", {})}
         if "model" not in config and self.has_log:
-            summary = {"class": self.log.meta.get("model"), "parameters": log_config.get("n_parameters")}
+            summary = {"class": self.scalars.meta.get("model"), "parameters": log_config.get("n_parameters")}
             if any(summary.values()):
                 config["model"] = {k: v for k, v in summary.items() if v}
         return config
 
     @property
     def has_log(self) -> bool:
-        return self._log is not None or (self.path / META).exists() or (self.path / RECORDS).exists()
+        return self._log is not None or (self.path / META).exists()
 
     @property
     def log(self) -> CockpitLog | None:
@@ -322,8 +320,8 @@ class Run:
         steps = getattr(store, "checkpoints", None)
         if steps is not None:
             return sorted(int(s) for s in steps)
-        log = self.log if self.has_log else None
-        return [log.steps[-1] if log is not None and log.steps else 0]
+        spans = [self.scalars.span(name) for name in self.scalars.names] if self.has_log else []
+        return [max((span[1] for span in spans if span is not None), default=0)]
 
     @property
     def dynamics(self):
@@ -335,7 +333,7 @@ class Run:
         return read_dynamics(self.path / DYNAMICS)
 
     def __repr__(self) -> str:
-        parts = [f"{len(self.log.steps)} steps" if self.has_log else "no step log"]
+        parts = [f"{self.scalars.n_steps} steps" if self.has_log else "no step log"]
         if (self.path / PROBE).exists():
             parts.append("a probe store")
         return f"Run({self.name!r}, {', '.join(parts)}, {self.path})"

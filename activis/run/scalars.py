@@ -29,15 +29,10 @@ class LogScalars:
     def __init__(self, log: CockpitLog):
         self.log = log
         self._cache: tuple[int, dict] | None = None
-        self._changes = 0
-        log.subscribe(self._changed)
-
-    def _changed(self, _log) -> None:
-        self._changes += 1
 
     def _columns(self) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-        if self._cache is None or self._cache[0] != self._changes:
-            changes = self._changes
+        if self._cache is None or self._cache[0] != self.log.version:
+            changes = self.log.version
             frame = self.log.frame()
             names = self.log.param_names
             columns = {}
