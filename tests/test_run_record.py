@@ -364,3 +364,20 @@ def test_the_cockpit_writes_the_optimizer_and_a_model_summary_into_run_json(tmp_
         loss.mean().backward()
     late.close()
     assert open_run(tmp_path / "late").config["optimizer"]["class"] == "SGD"
+
+
+def test_the_runs_panel_marks_a_jump_in_the_pixel_that_holds_it(tmp_path):
+    from activis.widgets.runs_panel import RunsPanel
+
+    log = CockpitLog({"run": "spiky"}, tmp_path / "a")
+    for t in range(3000):
+        log.append(t, {"Loss": 1.0 + 0.001 * np.sin(t) + (5.0 if t == 1500 else 0.0)})
+    log.close()
+    panel = RunsPanel([open_run(tmp_path / "a")], poll=0)
+    panel.chart_width = 100
+    marked = panel.steps[np.flatnonzero(panel.jumps[0, 0])]
+    assert len(marked) and all(1470 <= s <= 1530 for s in marked)  # the bucket of step 1500 (30 steps a pixel)
+    assert np.nanmax(panel.values[0, 0]) == np.float32(6.0 + 0.001 * np.sin(1500))
+    panel.step_range = [1490, 1510]  # zoomed in: the jump at its own step
+    assert 1500 in panel.steps[np.flatnonzero(panel.jumps[0, 0])].tolist()
+    panel.close()
