@@ -71,11 +71,12 @@ def file_name(series: str) -> str:
 
 
 class AppendedFiles:
-    """Files of one folder opened once for appending; every write is flushed at once (a killed process
-    loses nothing it wrote), `sync` forces them onto the disk."""
+    """Files of one folder opened once for appending; with ``flush_each`` every write is flushed at once
+    (a killed process loses nothing it wrote), else at `sync`, which forces them onto the disk."""
 
-    def __init__(self, directory: pathlib.Path):
+    def __init__(self, directory: pathlib.Path, *, flush_each: bool = True):
         self.directory = directory
+        self.flush_each = flush_each
         self._files: dict[str, object] = {}
 
     def write(self, name: str, data: bytes) -> None:
@@ -83,10 +84,12 @@ class AppendedFiles:
         if f is None:
             f = self._files[name] = open(self.directory / name, "ab")
         f.write(data)
-        f.flush()
+        if self.flush_each:
+            f.flush()
 
     def sync(self) -> None:
         for f in self._files.values():
+            f.flush()
             os.fsync(f.fileno())
 
     def close(self) -> None:
@@ -101,7 +104,8 @@ class SeriesWriter:
     def __init__(self, directory: pathlib.Path):
         self.directory = directory / SERIES
         self.directory.mkdir(exist_ok=True)
-        self._files = AppendedFiles(self.directory)
+        # buffered: readers trust only the rows an index names, and the index follows a sync
+        self._files = AppendedFiles(self.directory, flush_each=False)
         self._rows: dict[str, int] = {}
         self._first: dict[str, int] = {}
         self._last: dict[str, int] = {}
