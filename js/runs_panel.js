@@ -49,6 +49,8 @@ function setup(kit) {
     if (range.length === 2) [x0, x1] = range;
     if (x1 <= x0) x1 = x0 + 1;
     const W = Math.max(160, Math.floor((grid.clientWidth - 12) / 3) - 10), H = 150;
+    // the kernel sends at most two points per pixel of this width
+    if (model.get("chart_width") !== W) { model.set("chart_width", W); model.save_changes(); }
     const stepsF = steps ? Float64Array.from(steps.data) : new Float64Array(0);
     const cards = [];
     series.forEach((name, s) => {

@@ -182,7 +182,7 @@ def test_panel_updates_live_while_the_loop_runs(lab, page):
 
 SYNTHETIC = '''
 import json, math
-from activis.cockpit.log import CockpitLog
+from activis.run.log import CockpitLog
 from activis.widgets.cockpit_panel import CockpitPanel
 
 # a run that tracked only the loss and the TIC: a loss with two spikes, a TIC that barely moves

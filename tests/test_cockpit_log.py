@@ -55,7 +55,7 @@ def test_folder_reads_back_what_was_tracked(tmp_path):
         np.testing.assert_array_equal(counts, cockpit.log.histogram(name, 1, 3, layer="2")[0])
     # plain files, nothing pickled
     assert sorted(p.name for p in (tmp_path / "a").iterdir()) == [
-        "GradHist1d.bin", "GradHist2d.bin", "meta.json", "records.jsonl"]
+        "GradHist1d.bin", "GradHist2d.bin", "meta.json", "records.jsonl", "run.json", "series"]
     assert json.loads((tmp_path / "a" / "meta.json").read_text())["arrays"]["GradHist1d"]["shape"] == [4, 100]
 
 
@@ -230,7 +230,7 @@ def test_not_a_log_at_all_is_a_clear_error(tmp_path):
 def test_reading_a_log_imports_no_torch(tmp_path):
     tiny_run(tmp_path / "a", steps=2).close()
     code = (f"import sys; from activis import read_log; log = read_log({str(tmp_path / 'a')!r}); "
-            "log.frame(); log.histogram('GradHist1d'); import activis.cockpit.log; "
+            "log.frame(); log.histogram('GradHist1d'); import activis.run.log; "
             "from activis.cockpit import load_runs, CockpitLog; load_runs([log]); "
             "print(sorted(m for m in ('torch', 'numba') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout

@@ -8,7 +8,7 @@ import torch.nn.functional as F
 from sklearn import metrics
 from torch import nn
 
-from activis import EvaluationError, write_store
+from activis import EvaluationError, RunError, write_store
 from activis.cockpit import Cockpit, read_log
 from activis.evaluation import compare_runs, compare_stores, run_config, volatility
 
@@ -70,7 +70,7 @@ def test_volatility_flags_a_sudden_jump():
     flagged = table.loc[table["jump"], "step"].tolist()
     assert 20 in flagged and all(s in (20, 21) for s in flagged)
     assert table["spread"].iloc[10] == pytest.approx(np.std(np.diff(auc[4:10]), ddof=1), rel=1e-9)
-    with pytest.raises(EvaluationError, match="not in the log"):
+    with pytest.raises(RunError, match="not in the log"):
         volatility(frame, ["eval/nope"])
 
 
@@ -88,7 +88,7 @@ def test_runs_side_by_side_configs_and_parting_step(tmp_path):
     assert runs.parting("a", "c", ["Loss", "GradNorm"]) == 1
     assert runs.partings()[("a", "c")] == 0  # step 0's evaluation ran after the first update
     assert "eval/auc_macro" in runs.series()
-    with pytest.raises(EvaluationError, match="unknown run 'z'"):
+    with pytest.raises(RunError, match="unknown run 'z'"):
         runs.parting("a", "z")
     assert a.log.run == "a"
 

@@ -112,7 +112,7 @@ def test_demo_command_serves_the_quickstart(tmp_path):
             proc.kill()
 
 
-@pytest.mark.parametrize("module", ["activis.store"])
+@pytest.mark.parametrize("module", ["activis.store", "activis.run"])
 def test_backend_imports_without_widgets_or_torch(module):
     code = (
         "import sys, builtins\n"

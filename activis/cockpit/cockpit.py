@@ -24,20 +24,51 @@ reason is kept in ``cockpit.skipped`` and in the log; it is never faked.
 from __future__ import annotations
 
 import inspect
+import os
+import pathlib
 import warnings
 from collections.abc import Iterable
 
 import torch
 from torch import nn
 
+from ..run.log import META, CockpitError, CockpitLog, layer_of
+from ..run.record import RUN, Run, open_run
 from .hessian import not_piecewise_linear
-from .log import CockpitError, CockpitLog, layer_of
 from .quantities import QUANTITIES, Quantity, configuration
 from .step import StepContext
 from .taps import Taps, Unavailable
 from .tracking import Costs, Tracking, optimizer_config
 
 _HESS_METHODS = ("auto", "ggn", "full", "hutchinson", "ggn-mc")
+_MAX_MODULES = 1000  # a model summary lists at most this many modules (a run.json stays small)
+
+
+def _writing_rank() -> bool:
+    """Whether this process writes the run record: not on torchrun ranks other than 0."""
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        return torch.distributed.get_rank() == 0
+    rank = os.environ.get("RANK", "0")
+    return not rank.isdigit() or int(rank) == 0
+
+
+def model_summary(model: nn.Module) -> dict:
+    """What run.json keeps of a model: its class, parameter counts, and its modules (name, type,
+    own parameters), as plain JSON."""
+    modules = [{"name": name or "(model)", "type": type(m).__name__,
+                "parameters": sum(p.numel() for p in m.parameters(recurse=False))}
+               for name, m in model.named_modules()]
+    return {"class": type(model).__name__, "parameters": sum(p.numel() for p in model.parameters()),
+            "trainable": sum(p.numel() for p in model.parameters() if p.requires_grad),
+            "modules": modules[:_MAX_MODULES], "n_modules": len(modules)}
+
+
+def run_optimizer(optimizer) -> dict:
+    """An optimizer as run.json keeps it: its class and first group's hyper-parameters (lr, weight
+    decay, momentum, betas...), plain JSON."""
+    described = optimizer_config(optimizer)
+    return {"class": described["type"], **described["hyperparameters"],
+            "param_groups": len(getattr(optimizer, "param_groups", []))}
 
 
 class Cockpit:
@@ -45,8 +76,10 @@ class Cockpit:
 
     ``quantities``: ``"economy"``, ``"business"``, ``"full"`` or a list of quantities: `Quantity`
     objects (each with its own schedule), classes or names (``["Loss", "GradNorm"]``: every step).
-    ``log_dir``: a folder for the log (an activation store's ``store.section("cockpit")`` works);
-    None keeps the log in memory only (``cockpit.log``).
+    ``log_dir``: a run record (`activis.Run`) or a folder for one (an activation store's
+    ``store.section("cockpit")`` works): the cockpit writes its step log and, in ``run.json``, the
+    optimizer and a summary of the model (``cockpit.run``); None keeps the log in memory only
+    (``cockpit.log``). Under torchrun only rank 0 writes; the other ranks keep their log in memory.
     ``hessian_diagonal`` picks how HessTrace and TIC get diag(H): ``"ggn"`` (exact for piecewise
     linear networks), ``"full"`` (exact, one Hessian column per parameter: small models only),
     ``"hutchinson"`` (an estimate), ``"ggn-mc"`` (an estimate: the Gauss-Newton diagonal from
@@ -101,7 +134,31 @@ class Cockpit:
             "arrays": {q.name: {"dtype": "<i8", "shape": self._array_shape(q)}
                        for q in self.quantities if hasattr(q, "bins") or hasattr(q, "grad_bins")},
         }
-        self.log = CockpitLog(meta, log_dir, fsync_interval=fsync_interval)
+        self.run = self._run_record(log_dir, run)
+        if self.run is None:
+            self.log = CockpitLog(meta, None, fsync_interval=fsync_interval)
+        else:
+            self.log = self.run.start_log(meta, fsync_interval=fsync_interval)
+            self.run.set_config(model=model_summary(model),
+                                optimizer=None if optimizer is None else run_optimizer(optimizer))
+
+    @staticmethod
+    def _run_record(log_dir, name: str | None) -> Run | None:
+        """The run record the cockpit writes: the one given, one made at the folder (or the one made
+        there before by `Run.create`), or None (in memory; also on every torchrun rank but 0)."""
+        if log_dir is None or not _writing_rank():
+            return None
+        if isinstance(log_dir, Run):
+            return log_dir
+        path = pathlib.Path(log_dir)
+        if (path / META).exists():
+            raise CockpitError(f"{path} already holds a cockpit log; log each run into a folder of its own")
+        return open_run(path) if (path / RUN).exists() else Run.create(path, name=name)
+
+    def describe_optimizer(self, optimizer) -> None:
+        """Record an optimizer first seen during training in the run record's configuration."""
+        if self.run is not None:
+            self.run.set_config(optimizer=run_optimizer(optimizer))
 
     # ---------------------------------------------------------------- set-up
     @staticmethod

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .log import CockpitError
+from ..run.log import CockpitError
 
 
 @dataclass(frozen=True)

@@ -15,8 +15,8 @@ import math
 import numpy as np
 import torch
 
+from ..run.log import CockpitError
 from .fused import ratio_sum
-from .log import CockpitError
 from .persample import Bins
 from .schedules import Schedule, linear
 from .taps import Unavailable

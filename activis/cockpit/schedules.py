@@ -6,7 +6,7 @@ keeps, so a run says what it tracked when.
 
 from __future__ import annotations
 
-from .log import CockpitError
+from ..run.log import CockpitError
 
 
 class Schedule:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from .log import CockpitError
+from ..run.log import CockpitError
 from .quantities import Quantity, TwoStepQuantity
 from .step import StepContext
 from .taps import Unavailable
@@ -176,6 +176,7 @@ class Tracking:
                 values["lr"] = float(self.optimizer.param_groups[0]["lr"])
                 if "optimizer" not in cp.log.config:  # an optimizer first seen here joins the configuration
                     values["_config"] = {"optimizer": optimizer_config(self.optimizer)}
+                    cp.describe_optimizer(self.optimizer)
             if "hess_diag" in ctx._cache and not isinstance(ctx._cache["hess_diag"], Unavailable):
                 values["hess_diag_method"] = cp.hess_method
             cp.log.append(step, values, arrays)

@@ -19,7 +19,7 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
-from ..cockpit.log import layer_of
+from ..run.log import layer_of
 from .findings import Finding, Report
 
 

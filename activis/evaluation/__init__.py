@@ -1,15 +1,16 @@
 """Evaluation of a classifier from its stored scores: exact ROC/PR and AUC (with DeLong's interval
 and the error a bucketed AUC would make), confusion, per-class precision/recall/F1, calibration,
-score distributions, metrics over training steps and runs side by side.
+score distributions and metrics over training steps (runs side by side: `activis.run.compare`).
 
 Plain numpy / scikit-learn: no torch, no widgets.
 """
 
+from ..run.compare import compare as compare_runs
+from ..run.compare import run_config
 from .compare import compare_stores
 from .inputs import EvaluationError, Outcomes, outcomes
 from .ranking import auc, bucketed_auc, delong, delong_difference
 from .report import Evaluation, evaluate
-from .runs import compare_runs, run_config
 from .training import eval_metrics, volatility
 
 __all__ = ["Evaluation", "EvaluationError", "Outcomes", "auc", "bucketed_auc", "compare_runs", "compare_stores",

@@ -1,63 +1,17 @@
-"""Metrics over training: what `Cockpit.log_eval` writes per step, and each metric's volatility.
-
-DeepInsight's "volatility" has no public definition; here it is the rolling spread (standard
-deviation) of a metric's step-to-step changes, and a change is flagged as a jump when it is far
-outside the spread of the changes before it (and, for the AUC, outside its DeLong interval), which
-is what an asynchronous-evaluation bug or a bad batch looks like, and what sampling noise is not.
-"""
+"""Metrics over training: what `Cockpit.log_eval` writes per step. Each metric's volatility is read
+from the run record (`activis.run.volatility`, no scikit-learn) and named here too."""
 
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 
-from .inputs import EvaluationError
+from ..run.volatility import volatility
 from .report import evaluate
 
-PREFIX = "eval/"
+__all__ = ["eval_metrics", "volatility"]
 
 
 def eval_metrics(labels, scores, *, class_names=None, threshold: float | None = None) -> dict[str, float]:
     """The summary of one evaluation as finite floats (undefined metrics left out)."""
     summary = evaluate(labels=labels, scores=scores, class_names=class_names, threshold=threshold).summary
     return {k: v for k, v in summary.items() if np.isfinite(v)}
-
-
-def _frame(source) -> pd.DataFrame:
-    if isinstance(source, pd.DataFrame):
-        return source
-    if hasattr(source, "log"):
-        source = source.log
-    if hasattr(source, "frame"):
-        return source.frame()
-    raise EvaluationError(f"volatility reads a CockpitLog, a Cockpit or a DataFrame, not {type(source).__name__}")
-
-
-def volatility(source, metrics=None, *, window: int = 5, threshold: float = 4.0) -> pd.DataFrame:
-    """Per metric and step: value, change since the previous evaluation, rolling spread of the
-    ``window`` changes before it, and ``jump`` (|change| > threshold x that spread, or outside the
-    AUC's interval). ``metrics`` defaults to every ``eval/`` column of the log."""
-    if window < 2:
-        raise EvaluationError(f"window must be at least 2 evaluations, not {window}")
-    frame = _frame(source)
-    names = list(metrics) if metrics is not None else [c for c in frame.columns if c.startswith(PREFIX)
-                                                       and not c.endswith(("_low", "_high", "/n"))]
-    missing = [m for m in names if m not in frame.columns]
-    if missing:
-        raise EvaluationError(f"not in the log: {missing}; columns: {', '.join(map(str, frame.columns))}")
-    parts = []
-    for name in names:
-        series = frame[name].dropna()
-        change = series.diff()
-        spread = change.rolling(window, min_periods=2).std().shift(1)
-        jump = change.abs() > threshold * spread
-        low, high = frame.get(f"{name}_low"), frame.get(f"{name}_high")
-        if low is not None and high is not None:  # outside the previous step's interval
-            width = (high - low).reindex(series.index).shift(1)
-            jump |= change.abs() > width
-        parts.append(pd.DataFrame({"metric": name, "step": series.index, "value": series.to_numpy(),
-                                   "change": change.to_numpy(), "spread": spread.to_numpy(),
-                                   "jump": jump.fillna(False).to_numpy(bool)}))
-    if not parts:
-        return pd.DataFrame(columns=["metric", "step", "value", "change", "spread", "jump"])
-    return pd.concat(parts, ignore_index=True)

@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 import traitlets
 
-from ..cockpit.log import CockpitLog
+from ..run.log import CockpitLog
 from ._base import View
 from .errors import ViewError
 

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 import traitlets
 
-from ..cockpit.log import CockpitLog, read_log
+from ..run.log import CockpitLog, read_log
 from ._arrays import array_serialization
 from ._base import bundle
 from ._live import LiveView

@@ -6,6 +6,8 @@ Layout of a log folder (nothing is pickled)::
                      the dtype and row shape of every binary array; written once, atomically
     records.jsonl    one JSON object per line: {"step": t, <quantity>: value, ..., "_rows": {...}}
     <array>.bin      raw little-endian rows of fixed shape (the gradient histograms), appended
+    series/          the network-wide scalars again as columns, so that charts of long runs
+                     need not parse the lines (`activis.run.series`; the lines stay the truth)
 
 Lines and rows are only ever appended and flushed at once, so a killed process loses nothing it
 wrote; a torn last line (the process died mid-write) is ignored on read. ``fsync`` runs at most
@@ -15,9 +17,12 @@ record, so a reader never follows a record to a missing row. Several lines may c
 same step (a quantity finished one step later, metrics logged separately); readers merge them.
 
 A log from elsewhere may be damaged: a line that is not valid UTF-8, not JSON, not an object, or
-has no integer ``step`` is skipped with one warning naming the file and the lines; a damaged
-``meta.json`` (or a field of it) is set aside with a warning and the records are read without it
-(no per-parameter names, no histograms); a missing histogram file loses only the histograms.
+has no integer ``step`` or a bad ``_rows``/``_skipped``/``_config`` is skipped, and a value whose
+kind (number, text, list) differs from that key's first value is left out, with one warning naming
+the file and the lines; a damaged ``meta.json`` (or a field of it) is set aside with a warning and
+the records are read without it (no per-parameter names, no histograms); array names must stay
+inside the folder and no file is followed through a symlink out of it; a missing histogram file
+loses only the histograms.
 
 This module imports no torch: a log can be read where torch is not installed.
 """
@@ -31,10 +36,14 @@ import pathlib
 import threading
 import time
 import warnings
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 
 import numpy as np
 import pandas as pd
+
+from ..store.errors import StoreError
+from ..store.manifest import _inside
+from .series import AppendedFiles, SeriesWriter, combine, scalar_values
 
 FORMAT = "activis.cockpit-log"
 FORMAT_VERSION = 1
@@ -57,6 +66,16 @@ class CockpitError(ValueError, KeyError, TypeError):
 def layer_of(param_name: str) -> str:
     """The module a parameter belongs to: ``"features.0.weight"`` -> ``"features.0"``."""
     return param_name.rsplit(".", 1)[0] if "." in param_name else ROOT_LAYER
+
+
+def inside(folder: pathlib.Path, name: str, what: str = "log") -> pathlib.Path:
+    """``folder / name``, refused (as the store refuses its paths) when it leads out of the folder:
+    ``../``, an absolute path, or a symlink to elsewhere."""
+    try:
+        return _inside(folder, name)
+    except StoreError:
+        raise CockpitError(f"{name!r} points outside the {what} folder {folder}; a {what} only reads files "
+                           "inside its folder") from None
 
 
 def _atomic_write(path: pathlib.Path, text: str) -> None:
@@ -84,14 +103,17 @@ class CockpitLog:
         self._lock = threading.RLock()
         self._records: dict[int, dict] = {}
         self._frame: pd.DataFrame | None = None  # frame() of the records as they are, until they change
+        self.version = 0  # counts the changes of the records (caches of what is read from them compare it)
         self._rows: dict[str, list[np.ndarray]] = {name: [] for name in self.meta.get("arrays", {})}
         self._row_steps: dict[str, list[int]] = {name: [] for name in self._rows}
         self._listeners: list[Callable[[CockpitLog], None]] = []
         self.skipped: dict[str, str] = {}  # quantity -> why it could not be computed
         self.config: dict = dict(self.meta.get("config", {}))  # optimizer, model size; later records add to it
-        self._files: dict[str, object] = {}
-        self._offset = 0  # bytes of records.jsonl already read (reader)
-        self._line = 0  # lines of records.jsonl already read (reader), for warnings
+        self._files: AppendedFiles | None = None  # the folder's files, while this log writes them
+        self._offset = 0  # bytes of records.jsonl already read or written
+        self._line = 0  # lines of records.jsonl already read or written, for warnings and the columns
+        self._kinds: dict[str, str] = {}  # key -> the kind of its first value (number, text, list)
+        self._series: SeriesWriter | None = None
         self._unreadable: set[str] = set()  # histogram files that could not be opened (warned once)
         self._last_sync = time.monotonic()
         self.writable = self.directory is not None and not _existing
@@ -101,6 +123,8 @@ class CockpitLog:
                 raise CockpitError(f"{self.directory} already holds a cockpit log; log each run "
                                       "into a folder of its own")
             _atomic_write(self.directory / META, json.dumps(self.meta, indent=1))
+            self._files = AppendedFiles(self.directory)
+            self._series = SeriesWriter(self.directory)
 
     # ------------------------------------------------------------------ metadata
     @property
@@ -142,44 +166,48 @@ class CockpitLog:
                         raise CockpitError(f"{name}: rows have shape {spec['shape']}, got {list(arr.shape)}")
                     rows[name] = len(self._rows[name])
                     if self.writable:
-                        self._write(f"{name}.bin", arr.tobytes())
+                        self._files.write(f"{name}.bin", arr.tobytes())
                     self._rows[name].append(arr)
                     self._row_steps[name].append(int(step))
                 record["_rows"] = rows
             if self.writable:
-                self._write(RECORDS, (json.dumps(record) + "\n").encode())
+                line = (json.dumps(record) + "\n").encode()
+                self._series.append(record["step"], self._scalars(record), record["step"] not in self._records)
+                self._files.write(RECORDS, line)
+                self._offset += len(line)
+                self._line += 1
                 if time.monotonic() - self._last_sync >= self.fsync_interval:
                     self.sync()
             self._merge(record)
         self._notify()
 
-    def _write(self, name: str, data: bytes) -> None:
-        f = self._files.get(name)
-        if f is None:
-            f = self._files[name] = open(self.directory / name, "ab")
-        f.write(data)
-        f.flush()
+    def _scalars(self, record: Mapping) -> dict[str, float]:
+        aggregates = {q: spec.get("aggregate") for q, spec in self.meta.get("quantities", {}).items()}
+        return scalar_values(record, len(self.param_names), aggregates)
 
     def sync(self) -> None:
-        """Force everything written so far onto the disk."""
+        """Force everything written so far onto the disk (and tell readers of the columns how far it goes)."""
         with self._lock:
-            for f in self._files.values():
-                os.fsync(f.fileno())
+            if self._files is not None:
+                self._files.sync()
+            if self._series is not None:
+                self._series.checkpoint(self.directory / RECORDS, self._offset, self._line, self.config)
             self._last_sync = time.monotonic()
 
     def close(self) -> None:
         with self._lock:
-            if self._files:
+            if self._files is not None:
                 self.sync()
-            for f in self._files.values():
-                f.close()
-            self._files = {}
+                self._files.close()
+                self._series.close()
+            self._files = self._series = None
             self.writable = False
 
     # ------------------------------------------------------------------ reading
     def _merge(self, record: dict) -> None:
         step = record["step"]
         self._frame = None  # the records changed: the next frame() builds a new one
+        self.version += 1
         merged = self._records.setdefault(step, {})
         merged.update({k: v for k, v in record.items() if not k.startswith("_") and k != "step"})
         self.skipped.update(record.get("_skipped", {}))
@@ -193,6 +221,7 @@ class CockpitLog:
             path = self.directory / RECORDS
             if not path.exists():
                 return False
+            inside(self.directory, RECORDS)
             with open(path, "rb") as f:
                 f.seek(self._offset)
                 data = f.read()
@@ -217,26 +246,12 @@ class CockpitLog:
         return True
 
     def _read_line(self, line: bytes) -> str | None:
-        """Merge one line of records.jsonl; the reason it was skipped, or None."""
-        try:
-            record = json.loads(line.decode("utf-8"))
-        except UnicodeDecodeError:
-            return "not valid UTF-8"
-        except json.JSONDecodeError as exc:
-            return f"not valid JSON: {exc.msg}"
-        except RecursionError:
-            return "nested too deeply"
-        if not isinstance(record, dict):
-            return "not a JSON object"
-        step = record.get("step")
-        if not isinstance(step, int) or isinstance(step, bool):
-            return "no integer 'step'"
-        rows = record.get("_rows", {})
-        if not isinstance(rows, dict) or not all(isinstance(row, int) and not isinstance(row, bool) and row >= 0
-                                                 for row in rows.values()):
-            return "bad '_rows'"
-        if not isinstance(record.get("_skipped", {}), dict):
-            return "bad '_skipped'"
+        """Merge one line of records.jsonl; the reason it (or a value of it) was skipped, or None."""
+        record, reason = parse_line(line)
+        if record is None:
+            return reason
+        mixed = self._drop_mixed_kinds(record)
+        step, rows = record["step"], record.get("_rows", {})
         for name, row in rows.items():
             if name not in self._rows:
                 continue  # a histogram meta.json does not describe (it was damaged): its rows cannot be read
@@ -244,7 +259,19 @@ class CockpitLog:
             if row < len(self._rows[name]):
                 self._row_steps[name][row] = step
         self._merge(record)
-        return None
+        return f"left out {', '.join(mixed)}" if mixed else None
+
+    def _drop_mixed_kinds(self, record: dict) -> list[str]:
+        """Leave out values whose kind differs from their key's first (text in a numeric series)."""
+        mixed = []
+        for key, value in list(record.items()):
+            if key == "step" or key.startswith("_") or value is None:
+                continue
+            kind = _kind(value)
+            if self._kinds.setdefault(key, kind) != kind:
+                mixed.append(f"{key!r}: {kind} in a series of {self._kinds[key]}s")
+                del record[key]
+        return mixed
 
     def _load_rows(self, name: str, upto: int) -> None:
         have = len(self._rows[name])
@@ -255,14 +282,15 @@ class CockpitLog:
         row_bytes = dtype.itemsize * math.prod(spec["shape"])
         path = self.directory / f"{name}.bin"
         try:
+            inside(self.directory, path.name)
             with open(path, "rb") as f:
                 f.seek(have * row_bytes)
                 data = f.read((upto - have) * row_bytes)
-        except OSError as exc:
+        except (OSError, CockpitError) as exc:
             if name not in self._unreadable:
                 self._unreadable.add(name)
-                warnings.warn(f"{path} cannot be read ({exc.strerror or exc}); the log is read without "
-                              f"its {name} rows", stacklevel=4)
+                why = getattr(exc, "strerror", None) or exc
+                warnings.warn(f"{path} cannot be read ({why}); the log is read without its {name} rows", stacklevel=4)
             return
         new = np.frombuffer(data[: len(data) // row_bytes * row_bytes], dtype=dtype)
         for row in new.reshape(-1, *spec["shape"]):
@@ -354,9 +382,42 @@ class CockpitLog:
 
 
 def _combine(values: list, aggregate: str | None):
-    if aggregate == "norm":
-        return math.sqrt(sum(v * v for v in values))
-    return sum(values)
+    if all(isinstance(v, int | float) and not isinstance(v, bool) for v in values):
+        return combine(values, aggregate)
+    return math.nan  # a per-parameter list holding something other than numbers
+
+
+def _kind(value) -> str:
+    if isinstance(value, bool):
+        return "flag"
+    if isinstance(value, int | float):
+        return "number"
+    return {str: "text", list: "list", dict: "mapping"}.get(type(value), "value")
+
+
+def parse_line(line: bytes) -> tuple[dict | None, str | None]:
+    """One line of records.jsonl as a record, checked: (record, None), or (None, why it is skipped)."""
+    try:
+        record = json.loads(line.decode("utf-8"))
+    except UnicodeDecodeError:
+        return None, "not valid UTF-8"
+    except json.JSONDecodeError as exc:
+        return None, f"not valid JSON: {exc.msg}"
+    except RecursionError:
+        return None, "nested too deeply"
+    if not isinstance(record, dict):
+        return None, "not a JSON object"
+    step = record.get("step")
+    if not isinstance(step, int) or isinstance(step, bool):
+        return None, "no integer 'step'"
+    rows = record.get("_rows", {})
+    if not isinstance(rows, dict) or not all(isinstance(row, int) and not isinstance(row, bool) and row >= 0
+                                             for row in rows.values()):
+        return None, "bad '_rows'"
+    for key in ("_skipped", "_config"):
+        if not isinstance(record.get(key, {}), dict):
+            return None, f"bad {key!r} (not a mapping)"
+    return record, None
 
 
 def read_log(path: str | os.PathLike) -> CockpitLog:
@@ -372,6 +433,8 @@ def _read_meta(path: pathlib.Path) -> dict:
     """meta.json, checked; a damaged file or field is set aside with a warning (the records still read)."""
     file = path / META
     try:
+        if file.exists():
+            inside(path, META)
         raw = file.read_bytes()
     except FileNotFoundError:
         raise CockpitError(f"{path} is not a cockpit log (no {META})") from None
@@ -397,7 +460,7 @@ def _read_meta(path: pathlib.Path) -> dict:
                               f"expected {FORMAT!r})")
     else:
         meta = dict(meta)
-        problems += _check_meta_fields(meta)
+        problems += _check_meta_fields(meta, path)
     if meta["version"] > FORMAT_VERSION:
         raise CockpitError(f"{path} was written by a newer activis (log version {meta['version']}; this "
                               f"activis reads version {FORMAT_VERSION})")
@@ -407,7 +470,7 @@ def _read_meta(path: pathlib.Path) -> dict:
     return meta
 
 
-def _check_meta_fields(meta: dict) -> list[str]:
+def _check_meta_fields(meta: dict, folder: pathlib.Path) -> list[str]:
     """Drop (and name) the fields of meta.json a reader cannot use."""
     problems = []
     version = meta.get("version", FORMAT_VERSION)
@@ -417,14 +480,14 @@ def _check_meta_fields(meta: dict) -> list[str]:
     meta["version"] = version
     params = meta.get("params", [])
     if not isinstance(params, list) or not all(isinstance(p, dict) and isinstance(p.get("name"), str)
-                                               for p in params):
+                                               and _is_shape(p.get("shape", [])) for p in params):
         problems.append("bad 'params'")
         meta["params"] = []
     arrays = meta.get("arrays", {})
     if not isinstance(arrays, dict):
         problems.append("bad 'arrays'")
         arrays = {}
-    kept = {name: spec for name, spec in arrays.items() if _valid_array_spec(spec)}
+    kept = {name: spec for name, spec in arrays.items() if _valid_array_spec(spec) and _confined(folder, name)}
     if len(kept) != len(arrays):
         problems.append(f"bad 'arrays' {sorted(set(arrays) - set(kept))}")
     if "arrays" in meta:
@@ -433,38 +496,38 @@ def _check_meta_fields(meta: dict) -> list[str]:
             isinstance(spec, dict) for spec in meta.get("quantities", {}).values()):
         problems.append("bad 'quantities'")
         meta["quantities"] = {}
-    if not isinstance(meta.get("run", ""), str):
-        problems.append("bad 'run'")
-        meta["run"] = ""
+    for key in ("run", "model"):
+        if not isinstance(meta.get(key, ""), str):
+            problems.append(f"bad {key!r}")
+            meta[key] = ""
+    if not isinstance(meta.get("config", {}), dict):
+        problems.append("bad 'config' (not a mapping)")
+        meta["config"] = {}
     return problems
 
 
+def _is_shape(shape) -> bool:
+    return isinstance(shape, list) and all(isinstance(n, int) and not isinstance(n, bool) and n >= 0
+                                           for n in shape)
+
+
+def _confined(folder: pathlib.Path, name: str) -> bool:
+    """An array whose file would lie outside the folder (``../x``, ``/etc/x``, a symlink out) is damage."""
+    try:
+        inside(folder, f"{name}.bin")
+    except CockpitError:
+        return False
+    return "/" not in name and "\\" not in name
+
+
 def _valid_array_spec(spec) -> bool:
-    if not isinstance(spec, dict) or not isinstance(spec.get("shape"), list) or not spec["shape"]:
+    if not isinstance(spec, dict) or not _is_shape(spec.get("shape")) or not spec["shape"]:
         return False
     shape = spec["shape"]
-    if not all(isinstance(n, int) and not isinstance(n, bool) and n > 0 for n in shape):
+    if not all(n > 0 for n in shape):
         return False
     try:
         dtype = np.dtype(spec.get("dtype"))
     except (TypeError, ValueError):
         return False
     return dtype.kind in "iufb" and math.prod(shape) <= MAX_ROW_VALUES
-
-
-def load_runs(runs: Iterable | Mapping) -> pd.DataFrame:
-    """Several logs side by side: one frame with a ``run`` column.
-
-    ``runs`` is a list of folders or `CockpitLog` objects (named by their run name) or a mapping
-    from a name to either.
-    """
-    items = runs.items() if isinstance(runs, Mapping) else ((None, r) for r in runs)
-    frames = []
-    for name, run in items:
-        log = run if isinstance(run, CockpitLog) else read_log(run)
-        frame = log.frame().reset_index()
-        frame.insert(0, "run", name if name is not None else (log.run or str(log.directory)))
-        frames.append(frame)
-    if not frames:
-        raise CockpitError("load_runs needs at least one run (a log folder or a CockpitLog)")
-    return pd.concat(frames, ignore_index=True)
