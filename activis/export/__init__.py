@@ -13,7 +13,7 @@ from __future__ import annotations
 import ipywidgets as widgets
 
 from .errors import ExportError
-from .page import render_page, write_page
+from .page import check_path, render_page, write_page
 from .sample import sampled_explorer
 from .state import PageState
 
@@ -39,6 +39,7 @@ def save_html(path, *items, title: str = "activis", max_instances: int = 20_000)
         if not isinstance(item, widgets.Widget):
             raise ExportError(f"save_html takes activis views, explorers or ipywidgets boxes of them, not "
                               f"{type(item).__name__}.")
+    check_path(path)  # before any work: a page that cannot be written is said at once
     state = PageState()
     children = []
     for item in items:

@@ -69,8 +69,8 @@ def render_page(state: PageState, layout: dict, *, title: str, note: str = "") -
     )
 
 
-def write_page(path, text: str) -> pathlib.Path:
-    """Write the page atomically (a reader never sees half a file); returns its path."""
+def check_path(path) -> pathlib.Path:
+    """Where a page can be written, or an ExportError saying why not."""
     if not isinstance(path, (str, os.PathLike)) or not str(path):
         raise ExportError(f"path= is where the page goes (a file name ending in .html), not {path!r}.")
     target = pathlib.Path(path)
@@ -78,6 +78,12 @@ def write_page(path, text: str) -> pathlib.Path:
         raise ExportError(f"{target} is a folder; give a file name such as {target / 'activis.html'}.")
     if not target.parent.exists():
         raise ExportError(f"The folder {target.parent} does not exist; create it first.")
+    return target
+
+
+def write_page(path, text: str) -> pathlib.Path:
+    """Write the page atomically (a reader never sees half a file); returns its path."""
+    target = check_path(path)
     partial = target.with_name(f".{target.name}.partial")
     partial.write_text(text, encoding="utf-8")
     os.replace(partial, target)
