@@ -1,0 +1,1 @@
+"""A training run on disk (the run record): see docs/run_record.md."""
