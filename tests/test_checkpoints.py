@@ -259,3 +259,66 @@ def test_torchrun_ranks_record_their_own_dynamics_and_rank_0_captures(tmp_path):
     assert frame["step"].is_monotonic_increasing and dyn.presentations().shape == (1, 64, 4)
     store = open_store(tmp_path / "run" / "probe")
     assert store.checkpoints == [0, 2] and store.n_instances == 40
+
+
+def test_torchrun_ranks_fill_each_checkpoint_of_one_store(tmp_path):
+    """capture(..., checkpoint=) under torchrun: each rank writes its shard of every checkpoint."""
+    from capture_worker import capture_rows
+
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    torchrun = pathlib.Path(sys.executable).with_name("torchrun")
+    worker = WORKER.with_name("capture_worker.py")
+    for step in (1, 2):
+        proc = subprocess.run([str(torchrun), "--nproc_per_node=2", f"--master_port={free_port()}", str(worker),
+                               str(tmp_path / "sharded"), "--rows", "128", "--batch", "16", "--distributed",
+                               "--checkpoint", str(step)], cwd=REPO, env=env, capture_output=True, text=True,
+                              timeout=300)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as in the ranks, so that the rows agree to the bit
+    try:
+        reference = capture_rows(tmp_path / "single", 128, 16)
+    finally:
+        torch.set_num_threads(threads)
+    store = open_store(tmp_path / "sharded")
+    assert store.checkpoints == [1, 2]
+    assert sorted(p.name for p in (tmp_path / "sharded" / "checkpoints" / "2" / "shards").iterdir()) == ["0.json",
+                                                                                                     "1.json"]
+    for step in store.checkpoints:
+        for layer in reference.layers:
+            np.testing.assert_array_equal(store.at(step).activations(layer), reference.activations(layer))
+        assert store.at(step).instances.equals(reference.instances)
+
+
+def test_a_run_folder_reads_without_torch(tmp_path):
+    """The probe store's checkpoints, the dynamics and the parameters open where torch cannot be imported."""
+    model = net()
+    x, y = data(32)
+    checkpoints = Checkpoints(model, (x, y), tmp_path / "run", every=1, params=True)
+    checkpoints(0)
+    checkpoints(1)
+    with DynamicsRecorder(tmp_path / "run") as recorder:
+        recorder.record(0, torch.arange(4), model(x[:4]), y[:4])
+    script = f"""
+import importlib.abc, json, sys
+
+class Blocked(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in ("torch", "sklearn", "scipy"):
+            raise ImportError(name + " is blocked in this test")
+
+sys.meta_path.insert(0, Blocked())
+from activis import load_params, open_store, read_dynamics
+
+run = {str(tmp_path / "run")!r}
+store = open_store(run + "/probe")
+out = {{"checkpoints": store.checkpoints, "outputs": list(store.at(0).outputs.shape),
+        "dynamics": len(read_dynamics(run + "/dynamics").frame()), "params": sorted(load_params(run, 1))[:2],
+        "blocked": [m for m in sys.modules if m.split(".")[0] in ("torch", "sklearn", "scipy")]}}
+print("RESULT " + json.dumps(out))
+"""
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout.split("RESULT ", 1)[1])
+    assert result == {"checkpoints": [0, 1], "outputs": [32, 4], "dynamics": 4, "params": ["0.bias", "0.weight"],
+                      "blocked": []}

@@ -74,7 +74,7 @@ in `fingerprint`, the model's class scores in `outputs`, the progress bar and th
             except InstancesDifferError as exc:
                 self._refuse_checkpoint(str(exc))
             if group.world_size > 1:
-                group.step(lambda: first and finish_shards(self.path, self.opts.checkpoint))
+                group.step(lambda: first and finish_shards(self.path, self.step))
         finally:
             if self.writer is not None:
                 self.writer.close()
@@ -87,6 +87,9 @@ in `fingerprint`, the model's class scores in `outputs`, the progress bar and th
     def _prepare(self, existing: ActivationStore | None) -> None:
         opts = self.opts
         self.existing = existing
+        # the checkpoint written: the one asked for, else the one resumed (None: a store without checkpoints)
+        self.step = opts.checkpoint if opts.checkpoint is not None or existing is None else \
+            (existing.manifest.get("checkpoint") or {}).get("step")
         self.source = _make_source(self.data, opts)
         n = self.source.n
         if self.group.world_size > 1 and n is None:
@@ -336,7 +339,7 @@ in `fingerprint`, the model's class scores in `outputs`, the progress bar and th
         if self.adding and rank in (None, 0):
             add_checkpoint(self.path, opts.checkpoint, capture_info=info, durable=opts.durable)
         if self.existing is not None or rank not in (None, 0):
-            self.writer = StoreWriter.resume(self.path, rank=rank, durable=opts.durable, step=opts.checkpoint)
+            self.writer = StoreWriter.resume(self.path, rank=rank, durable=opts.durable, step=self.step)
             self.data_digest = self._digest_of_written()
             return
         self.data_digest = 0
