@@ -40,6 +40,7 @@ from .manifest import (
     _check_manifest,
     _columns,
     _inside,
+    _load_json,
     _need,
     _read_manifest,
 )
@@ -116,12 +117,7 @@ def read_state(root: pathlib.Path, doc: dict, step: int) -> dict:
     """One checkpoint's state, checked as untrusted input."""
     path = state_path(root, step)
     where = f"{checkpoint_dir(step)}/{CHECKPOINT_FILE}"
-    if not path.is_file():
-        raise StoreError(f"Store file {where} is missing from {root}.")
-    try:
-        state = json.loads(path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise StoreError(f"Store file {where} of {root} is not valid JSON: {exc}") from None
+    state = _load_json(path, f"Store file {where} is missing from {root}.", f"Store file {where} of {root}")
     _need(root, isinstance(state, dict) and state.get("step") == step, f"it is not checkpoint {step}'s", where)
     complete = state.get("complete")
     n = doc.get("n_expected")

@@ -116,16 +116,22 @@ def _read_progress(root: pathlib.Path, rank: int, lo: int, hi: int, manifest: di
     return progress
 
 
+def _load_json(path: pathlib.Path, missing: str, name: str):
+    """A store's JSON file, or a `StoreError` saying it is ``missing`` or that ``name`` is not valid JSON."""
+    if not path.is_file():
+        raise StoreError(missing)
+    try:
+        return json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise StoreError(f"{name} is not valid JSON: {exc}") from None
+
+
 def _read_manifest(path: pathlib.Path) -> dict:
     manifest_path = path / MANIFEST
     if not path.is_dir():
         raise StoreError(f"{path} is not an activis store (no such directory).")
-    if not manifest_path.exists():
-        raise StoreError(f"{path} is not an activis store: {MANIFEST} is missing.")
-    try:
-        manifest = json.loads(manifest_path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise StoreError(f"{manifest_path} is not valid JSON: {exc}") from None
+    manifest = _load_json(manifest_path, f"{path} is not an activis store: {MANIFEST} is missing.",
+                          str(manifest_path))
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
         raise StoreError(f"{path} is not an activis store (manifest format tag missing).")
     version = manifest.get("version")
