@@ -508,12 +508,13 @@ in `fingerprint`, the model's class scores in `outputs`, the progress bar and th
                 "activation_mb_per_s": None if rate is None else round(rate * row_bytes / 1e6, 2)})
         writer.finish()
 
-
     def _refuse_checkpoint(self, why: str) -> None:
-        """A new checkpoint turned out to hold other instances: it is dropped, the store is as it was."""
+        """A checkpoint turned out to hold other instances: a new one is dropped, the store is as it was."""
         if self.writer is not None:
             self.writer.close()
-        if self.adding and self.group.rank == 0:
+        if not self.adding:
+            raise CaptureError(why) from None
+        if self.group.rank == 0:
             drop_checkpoint(self.path, self.opts.checkpoint)
         raise CaptureError(why + " The checkpoint was not added.") from None
 

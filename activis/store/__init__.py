@@ -26,7 +26,8 @@ exists. This package imports no torch: a store can be explored where torch is no
 
 One file per concern: ``manifest`` (the format, its versions and checks), ``reader``
 (`ActivationStore`), ``writer`` (`StoreWriter`, the commits, shards), ``from_arrays``
-(`write_store`), ``checkpoints`` (the checkpoint axis), ``nonfinite`` and ``scores`` (what the stored numbers mean), ``errors``.
+(`write_store`), ``checkpoints`` (the checkpoint axis), ``nonfinite`` and ``scores`` (what the
+stored numbers mean), ``errors``.
 """
 
 from __future__ import annotations
