@@ -322,3 +322,21 @@ print("RESULT " + json.dumps(out))
     result = json.loads(proc.stdout.split("RESULT ", 1)[1])
     assert result == {"checkpoints": [0, 1], "outputs": [32, 4], "dynamics": 4, "params": ["0.bias", "0.weight"],
                       "blocked": []}
+
+
+def test_damaged_dynamics_rows_are_skipped_and_no_index_allocates_without_bound(tmp_path):
+    folder = tmp_path / "dynamics"
+    with DynamicsWriter(folder, rank=1) as writer:
+        writer.append(0, [0, 1], [0, 1], np.eye(2, dtype=np.float32))
+    rows = np.fromfile(folder / "rank-1.bin", dtype=row_dtype(2))
+    rows[1]["instance"] = -5
+    extra = rows[:1].copy()
+    extra["instance"] = 2**60
+    np.concatenate([rows, extra]).tofile(folder / "rank-1.bin")
+    with pytest.warns(RuntimeWarning, match="1 damaged rows"):
+        dyn = read_dynamics(folder)
+    assert dyn.frame()["instance"].tolist() == [0, 2**60]
+    with pytest.raises(DynamicsError, match="over 16 GiB"):
+        dyn.presentations()
+    with pytest.raises(DynamicsError, match="more than the largest index"):
+        dyn.labels(3)

@@ -26,6 +26,7 @@ FORMAT = "activis.dynamics"
 VERSION = 1
 META = "meta.json"
 MAX_CLASSES = 1 << 20
+MAX_ARRAY_BYTES = 16 << 30  # what `presentations` may allocate: beyond it, a damaged index, not a real run
 _RANK_FILE = re.compile(r"rank-(\d{1,6})\.bin")
 
 
@@ -109,6 +110,12 @@ class DynamicsWriter:
             self._file.close()
             self._file = None
 
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
 
 def _column(values, n: int, name: str, dtype) -> np.ndarray:
     arr = np.asarray(values).reshape(-1)
@@ -165,25 +172,36 @@ class Dynamics:
         (an epoch, when every instance is presented once per epoch), NaN where it was presented fewer times.
         ``n_instances`` defaults to the largest index recorded + 1."""
         rows = self.rows
-        n = int(rows["instance"].max()) + 1 if len(rows) else 0
-        n = n if n_instances is None else int(n_instances)
-        if len(rows) and rows["instance"].max() >= n:
-            raise DynamicsError(f"Instance {int(rows['instance'].max())} was recorded; n_instances is {n}.")
+        n = self._n_instances(n_instances)
         order = np.argsort(rows["instance"], kind="stable")  # by instance, each in step order
         instance = rows["instance"][order]
         starts = np.searchsorted(instance, instance, side="left")
         k = np.arange(len(order)) - starts
-        out = np.full((int(k.max()) + 1 if len(k) else 0, n, self.classes), np.nan, dtype=np.float32)
+        shape = (int(k.max()) + 1 if len(k) else 0, n, self.classes)
+        if np.prod(shape, dtype=np.float64) * 4 > MAX_ARRAY_BYTES:
+            raise DynamicsError(f"The presentations would be an array of shape {shape}, over "
+                                f"{MAX_ARRAY_BYTES >> 30} GiB: pass n_instances, or read frame() and logits instead.")
+        out = np.full(shape, np.nan, dtype=np.float32)
         out[k, instance] = rows["logits"][order]
         return out
 
     def labels(self, n_instances: int | None = None) -> np.ndarray:
         """Each instance's label as last recorded (-1 for an instance never presented)."""
         rows = self.rows
-        n = (int(rows["instance"].max()) + 1 if len(rows) else 0) if n_instances is None else int(n_instances)
+        n = self._n_instances(n_instances)
         out = np.full(n, -1, dtype=np.int64)
         out[rows["instance"]] = rows["label"]
         return out
+
+
+    def _n_instances(self, n_instances: int | None) -> int:
+        largest = int(self.rows["instance"].max()) if len(self.rows) else -1
+        if n_instances is None:
+            return largest + 1
+        if isinstance(n_instances, bool) or not isinstance(n_instances, (int, np.integer)) or n_instances <= largest:
+            raise DynamicsError(f"n_instances is the number of instances, more than the largest index recorded "
+                                f"({largest}), not {n_instances!r}.")
+        return int(n_instances)
 
 
 def read_dynamics(folder) -> Dynamics:
@@ -191,6 +209,8 @@ def read_dynamics(folder) -> Dynamics:
     folder = pathlib.Path(folder)
     if not folder.is_dir():
         raise DynamicsError(f"{folder} holds no per-instance dynamics (no such folder).")
+    if (folder / META).is_symlink():
+        raise DynamicsError(f"{folder / META} is a symbolic link; a run's files are read inside its folder only.")
     if not (folder / META).exists():
         return Dynamics(folder, np.empty(0, dtype=row_dtype(1)), 1)
     classes = _read_meta(folder)
@@ -205,6 +225,11 @@ def read_dynamics(folder) -> Dynamics:
             warnings.warn(f"{path}: a torn last row ({size % dtype.itemsize} bytes) is ignored; the run was "
                           "stopped while writing it.", RuntimeWarning, stacklevel=2)
         rows = np.fromfile(path, dtype=dtype, count=size // dtype.itemsize)
+        damaged = (rows["instance"] < 0) | (rows["label"] < -1) | (rows["label"] >= classes)
+        if damaged.any():
+            warnings.warn(f"{path}: {int(damaged.sum())} damaged rows (a negative instance, or a label outside the "
+                          f"{classes} classes) are skipped.", RuntimeWarning, stacklevel=2)
+            rows = rows[~damaged]
         parts.append((int(match.group(1)), rows))
     parts.sort(key=lambda part: part[0])
     rows = np.concatenate([rows for _rank, rows in parts]) if parts else np.empty(0, dtype=dtype)
