@@ -119,11 +119,15 @@ def test_every_steps_and_findings_decide_when(tmp_path):
     checkpoints = Checkpoints(model, (x, y), tmp_path / "run", steps=[2, 5])
     taken = [s for s in range(8) if checkpoints(s) is not None]
     assert taken == [2, 5]
-    checkpoints.on_finding({"check": "loss_spike", "step": None})  # now: the last step reported
     finding = types.SimpleNamespace(check="exploding_gradients", step=6)  # a doctor's Finding has .step
-    checkpoints.on_finding(finding)
-    checkpoints.on_finding(finding)  # already there: kept
-    assert open_store(tmp_path / "run" / "probe").checkpoints == [2, 5, 6, 7]
+    checkpoints.on_finding(finding)  # now: the model at the last step reported, 7
+    checkpoints.on_finding({"check": "loss_spike", "step": 7})  # already there: kept
+    assert open_store(tmp_path / "run" / "probe").checkpoints == [2, 5, 7]
+    early = Checkpoints(model, (x, y), tmp_path / "early", every=100)
+    with pytest.raises(CaptureError, match="no step yet"):
+        early.on_finding({"step": None})
+    early.on_finding(finding)  # before the loop reported a step: the finding's
+    assert early.store.checkpoints == [6]
     for bad in ({}, {"every": 0}, {"every": 2, "steps": [1]}, {"steps": [-1]}, {"every": True}):
         with pytest.raises(CaptureError, match="every|steps"):
             Checkpoints(model, (x, y), tmp_path / "other", **bad)

@@ -109,14 +109,15 @@ class Checkpoints:
         return self.take(self.step) if self.due(self.step) else None
 
     def on_finding(self, finding=None) -> ActivationStore | None:
-        """Capture a checkpoint now, at the finding's step (or the last step reported), unless there is one."""
-        step = getattr(finding, "step", None)
-        if step is None and isinstance(finding, dict):
-            step = finding.get("step")
-        step = self.step if step is None else int(step)
+        """Capture a checkpoint now, unless there is one at this step: the model as it is, so at the last step
+        reported (a finding made later than its own step is not the model at that step); the finding's
+        ``step`` only before the loop reported any."""
+        step = self.step
+        if step is None:
+            step = finding.get("step") if isinstance(finding, dict) else getattr(finding, "step", None)
         if step is None:
             raise CaptureError("Checkpoints.on_finding: no step yet; call checkpoints(step) in the training loop.")
-        return self.take(step)
+        return self.take(int(step))
 
     def take(self, step: int) -> ActivationStore | None:
         """Capture checkpoint ``step`` now (rank 0 only; a complete one already there is kept)."""
