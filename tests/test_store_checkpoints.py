@@ -205,3 +205,14 @@ def test_views_read_a_checkpoint_like_any_store(tmp_path):
                                    rtol=1e-3, atol=1e-3)
     assert not np.allclose(means[0], means[1])
     assert isinstance(store.at(1).instances, pd.DataFrame)
+
+
+def test_an_activis_from_before_checkpoints_refuses_the_new_format_clearly(tmp_path, monkeypatch):
+    """What the reader of formats 1 and 2 (activis before checkpoints) says of a store with checkpoints."""
+    from activis.store import manifest
+
+    checkpointed(tmp_path / "s", steps=(1,))
+    monkeypatch.setattr(manifest, "FORMAT_VERSION", 2)
+    monkeypatch.setattr(manifest, "READABLE_VERSIONS", (1, 2))
+    with pytest.raises(StoreError, match="format version 3 is newer than this activis reads .*upgrade activis"):
+        open_store(tmp_path / "s")
