@@ -2,11 +2,15 @@
 
     .venv/bin/python benchmarks/bench_checkpoints.py            # 10,000 instances, 3 repeats
     .venv/bin/python benchmarks/bench_checkpoints.py --quick    # one repeat
+    .venv/bin/python benchmarks/bench_checkpoints.py --threads 2  # torch's threads (default 1: on a loaded
+                                                                  # machine, threads waiting on each other
+                                                                  # make every step noisy)
 
 1. Ten checkpoints of 10,000 instances (an MLP 784-512-256-10, its two hidden layers and logits)
    through `activis.Checkpoints` into one store, against ten separate `capture` calls into ten stores,
-   cold (fresh folders), alternating the two so that load from other processes falls on both. The
-   model's weights change between checkpoints as training would change them. Target: <= 1.10.
+   cold (fresh folders, after one warm-up capture that pays the first call's costs), alternating which
+   goes first so that load from other processes falls on both. The model's weights change between
+   checkpoints as training would change them. Target: <= 1.10.
 2. A training step (the same MLP, batches of 128, SGD) with `DynamicsRecorder.record` of every
    instance's loss and logits, against the same step without, alternating per block of steps.
 """
@@ -76,14 +80,21 @@ def training(model, x, y, steps: int, recorder: DynamicsRecorder | None, first_s
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args()
+    torch.set_num_threads(args.threads)
     repeats = 1 if args.quick else 3
     g = torch.Generator().manual_seed(0)
     x, y = torch.randn(N, 784, generator=g), torch.randint(0, 10, (N,), generator=g)
+    warm = pathlib.Path(tempfile.mkdtemp(prefix="bench-warm-"))
+    try:
+        capture(mlp(), (x[:512], y[:512]), warm / "store", layers=LAYERS, progress=False)
+    finally:
+        shutil.rmtree(warm, ignore_errors=True)
 
     ours, separate = [], []
-    for _ in range(repeats):
-        for which in ("separate", "ours"):  # cold: a fresh folder each time, both orders
+    for repeat in range(repeats):
+        for which in (("separate", "ours"), ("ours", "separate"))[repeat % 2]:  # cold: a fresh folder each time
             folder = pathlib.Path(tempfile.mkdtemp(prefix="bench-checkpoints-"))
             try:
                 if which == "ours":
@@ -96,7 +107,7 @@ def main() -> None:
     print(f"ten checkpoints of {N:,} instances into one store: {a:.2f} s; ten separate captures: {b:.2f} s; "
           f"ratio {a / b:.3f} (target <= 1.10)")
 
-    steps, blocks = 50, 4 if args.quick else 10
+    steps, blocks = 50, 6 if args.quick else 20
     with_record, without = [], []
     folder = pathlib.Path(tempfile.mkdtemp(prefix="bench-dynamics-"))
     try:
