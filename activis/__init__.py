@@ -43,6 +43,9 @@ _EXPORTS = {
     "CockpitPanel": "widgets", "MisclassificationView": "widgets", "EvaluationPanel": "widgets",
     "RunsPanel": "widgets", "ViewError": "widgets",
     "save_html": "export", "ExportError": "export",
+    "Checkpoints": "capturing.checkpoints", "DynamicsRecorder": "capturing.checkpoints",
+    "read_dynamics": "run.dynamics", "DynamicsError": "run.dynamics", "load_params": "run.params",
+    "ParamsError": "run.params",
 }
 
 __all__ = ["__version__", *sorted(_EXPORTS)]
