@@ -20,6 +20,7 @@ import shutil
 import warnings
 from collections.abc import Mapping
 
+import numpy as np
 import pandas as pd
 
 from .errors import RunError
@@ -331,6 +332,30 @@ class Run:
         from .dynamics import read_dynamics
 
         return read_dynamics(self.path / DYNAMICS)
+
+    def data_map(self, source: str = "checkpoints"):
+        """`activis.data_map` of this run: over the probe store's checkpoints (``"checkpoints"``), or over the
+        logits the training loop recorded at each presentation (``"training"``, Toneva's and Cartography's
+        own setting: instances presented fewer times than the rest are judged on the presentations all had)."""
+        from ..dynamics import data_map, data_map_of  # lazily: the dynamics sit a floor above the run record
+
+        if source == "checkpoints":
+            if self.store is None:
+                raise RunError(f"{self.path} has no probe store: record checkpoints with activis.Checkpoints, "
+                               "or use source='training'.")
+            return data_map_of(self.store)
+        if source != "training":
+            raise RunError(f"source={source!r} is not valid; choose 'checkpoints' or 'training'.")
+        dynamics = self.dynamics
+        if dynamics is None:
+            raise RunError(f"{self.path} has no recorded dynamics: record them with activis.DynamicsRecorder, "
+                           "or use source='checkpoints'.")
+        logits, labels = dynamics.presentations(), dynamics.labels()
+        seen = np.flatnonzero(labels >= 0)
+        shown = np.isfinite(logits[:, seen]).all(axis=2).sum(axis=0)
+        frame = data_map(logits[: int(shown.min()), seen], labels[seen])
+        frame.index = pd.Index(seen, name="instance")
+        return frame
 
     def __repr__(self) -> str:
         parts = [f"{self.scalars.n_steps} steps" if self.has_log else "no step log"]
