@@ -44,7 +44,7 @@ _EXPORTS = {
     "RunsPanel": "widgets", "ViewError": "widgets",
     "save_html": "export", "ExportError": "export",
     "Checkpoints": "capturing.checkpoints", "DynamicsRecorder": "capturing.checkpoints",
-    "read_dynamics": "run.dynamics", "DynamicsError": "run.dynamics", "load_params": "run.params",
+    "read_dynamics": "run.dynamics", "load_params": "run.params",
     "ParamsError": "run.params",
 }
 

@@ -1,6 +1,7 @@
-"""The one error class of training dynamics."""
+"""The one error of training dynamics, recorded (activis.run.dynamics) or computed (this package)."""
 
+from __future__ import annotations
 
-class DynamicsError(ValueError):
-    """Input that training dynamics cannot be computed from: logits or labels of the wrong shape or
-    range, non-finite values, arrays whose rows do not match, too few checkpoints, an unknown option."""
+from ..run.dynamics import DynamicsError
+
+__all__ = ["DynamicsError"]

@@ -31,7 +31,9 @@ _RANK_FILE = re.compile(r"rank-(\d{1,6})\.bin")
 
 
 class DynamicsError(ValueError):
-    """Per-instance dynamics that cannot be written or read as asked: the message says what to change."""
+    """Training dynamics that cannot be recorded, read or computed as asked: logits or labels of the wrong
+    shape or range, non-finite values, arrays whose rows do not match, too few checkpoints, an unknown
+    option, a damaged dynamics folder. The message says what to change. (activis.dynamics raises it too.)"""
 
 
 def row_dtype(classes: int) -> np.dtype:
