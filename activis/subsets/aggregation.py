@@ -185,13 +185,14 @@ class _Accumulator:
         self.squares = np.zeros((k, len(shift))) if moments else None
         self.active = np.zeros((k, len(shift))) if moments else None
 
-    def add_rows(self, row: int, block: np.ndarray, threshold: float) -> None:
+    def add_rows(self, row: int, block: np.ndarray, threshold: float, sign: int = 1) -> None:
+        """Add (``sign`` 1) or take away (-1) these instances' rows to row ``row``'s sums."""
         raw = np.asarray(block, dtype=np.float64)
         centred = raw - self.shift
-        self.totals[row] += centred.sum(axis=0)
+        self.totals[row] += sign * centred.sum(axis=0)
         if self.squares is not None:
-            self.squares[row] += np.einsum("ij,ij->j", centred, centred)
-            self.active[row] += np.count_nonzero(raw > threshold, axis=0)
+            self.squares[row] += sign * np.einsum("ij,ij->j", centred, centred)
+            self.active[row] += sign * np.count_nonzero(raw > threshold, axis=0)
 
     def finish(self, sizes: np.ndarray, stats: Sequence[str]) -> dict[str, np.ndarray]:
         with np.errstate(invalid="ignore", divide="ignore"):

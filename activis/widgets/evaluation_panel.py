@@ -11,6 +11,8 @@ the whole set's.
 
 from __future__ import annotations
 
+import asyncio
+
 import numpy as np
 import traitlets
 from ipywidgets import widget_serialization
@@ -102,6 +104,7 @@ class EvaluationPanel(View):
         self._send_all()
         self.shared_selection = selection if selection is not None else Selection()
         self._watched: Selection | None = None
+        self._compare_pending = False
         self._follow(None)
         self.observe(self._follow, "shared_selection")
         self.observe(lambda _c: self._send_focus(), "focus")
@@ -191,7 +194,29 @@ class EvaluationPanel(View):
         sel = self.shared_selection
         if sel.brush_source != SOURCE and sel.brush is not None:  # another view's brush replaced ours
             self.selected_cell, self.selected_range = [], []
-        self._compare()
+        self._compare_soon()
+
+    def _compare_soon(self) -> None:
+        """Compare once the kernel has answered the message that changed the selection.
+
+        A brush reaches every view from one message; the matrix row and the instance panel are
+        what the user watches, so in a kernel (a running event loop) this panel's metrics come
+        after their answers have left, and several changes in one message are compared once.
+        Without an event loop (a script) the comparison is immediate.
+        """
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self._compare()
+            return
+        if not self._compare_pending:
+            self._compare_pending = True
+            loop.call_soon(self._compare_pending_now)
+
+    def _compare_pending_now(self) -> None:
+        self._compare_pending = False
+        if self.comm is not None:  # not closed meanwhile
+            self._compare()
 
     def _compared(self) -> tuple[str, np.ndarray | None]:
         """The selection made elsewhere: another view's brush, else the active subset."""

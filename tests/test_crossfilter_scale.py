@@ -1,0 +1,94 @@
+"""A brush at scale: running sums that read only the rows that changed, and the order views answer in."""
+
+import asyncio
+
+import numpy as np
+import pytest
+
+from activis import write_store
+from activis.store import LayerSpec
+from activis.subsets import STATS, RunningAggregate
+from activis.widgets.activation_matrix import ActivationMatrix
+from activis.widgets.evaluation_panel import EvaluationPanel
+from activis.widgets.selection import PROJECTION, Selection
+
+
+@pytest.fixture
+def store(tmp_path):
+    rng = np.random.default_rng(3)
+    n = 4000
+    labels = rng.integers(0, 4, n)
+    acts = (rng.standard_normal((n, 13)) * 2 + 5).astype(np.float16)
+    acts[:, 0] = np.maximum(acts[:, 0] - 5, 0)
+    outputs = (np.eye(4)[labels] * 2 + rng.standard_normal((n, 4))).astype(np.float32)
+    return write_store(tmp_path / "s", {"l": acts}, labels=labels, outputs=outputs,
+                       layer_specs={"l": LayerSpec(13, "float16")})
+
+
+def expected(activations, indices, threshold=0.0):
+    rows = np.asarray(activations, dtype=np.float64)[indices]
+    return {"mean": rows.mean(0), "std": rows.std(0), "active": (rows > threshold).mean(0)}
+
+
+def assert_stats(got, want):
+    for stat in STATS:
+        assert got[stat].dtype == np.float32
+        np.testing.assert_allclose(got[stat], want[stat], rtol=2e-5, atol=2e-5, err_msg=stat)
+
+
+def test_running_aggregate_reads_only_what_changed(store):
+    activations = store.activations("l")
+    running = RunningAggregate(activations, threshold=0.5, chunk_bytes=800)  # several chunks per update
+    first = np.arange(100, 1100)
+    assert_stats(running.update(first), expected(activations, first, 0.5))
+    assert running.rows_read == 1000
+    grown = np.union1d(first, np.arange(3000, 3010))  # a lasso grown by ten points reads ten rows
+    assert_stats(running.update(grown), expected(activations, grown, 0.5))
+    assert running.rows_read == 1010
+    shrunk = grown[5:]  # five points left it: five rows taken away
+    assert_stats(running.update(shrunk), expected(activations, shrunk, 0.5))
+    assert running.rows_read == 1015
+    other = np.arange(2000, 2500)  # a new lasso elsewhere: summed afresh, the old rows are not re-read
+    assert_stats(running.update(other), expected(activations, other, 0.5))
+    assert running.rows_read == 1515
+    assert np.isnan(running.update(np.zeros(0, np.int64))["mean"]).all()
+
+
+def test_matrix_brush_row_grows_incrementally(store):
+    matrix = ActivationMatrix(store, "l")
+    matrix.shared_selection = Selection(layer="l")
+    activations = store.activations("l")
+    first = np.arange(0, 4000, 3)
+    matrix.add_rows_from_indices("brush", "selection", first)
+    grown = np.union1d(first, [1, 2, 4])
+    matrix.add_rows_from_indices("brush", "selection", grown[::-1])  # any order: the set is what counts
+    row = matrix.row_keys.index("brush")
+    assert_stats({s: matrix.aggregate[s][row] for s in STATS}, expected(activations, grown))
+    assert matrix.rows[row]["size"] == len(grown) and matrix.rows[row]["description"].startswith(f"{len(grown):,}")
+    assert matrix._running["brush"][1].rows_read == len(grown)  # the second update read three rows
+    np.testing.assert_array_equal(matrix._indices_of("brush"), grown)
+    matrix.threshold = 1.0  # a new threshold: summed afresh, with it
+    assert_stats({s: matrix.aggregate[s][row] for s in STATS}, expected(activations, grown, 1.0))
+    matrix.remove_row("brush")
+    assert "brush" not in matrix._running
+
+
+def test_evaluation_panel_compares_after_the_message_in_a_kernel(store):
+    selection = Selection()
+    panel = EvaluationPanel(store, selection=selection)
+
+    async def brush():
+        selection.set_brush(np.arange(50), PROJECTION)
+        selection.set_brush(np.arange(60), PROJECTION)
+        before = panel.compared_n  # the other views answer this message first
+        calls = []
+        compare = panel._compare
+        panel._compare = lambda: (calls.append(1), compare())
+        await asyncio.sleep(0)
+        return before, calls
+
+    before, calls = asyncio.run(brush())
+    assert before == 0 and panel.compared_n == 60
+    assert calls == [1]  # two changes in one message: compared once
+    selection.set_brush(np.arange(10), PROJECTION)  # no event loop (a script): at once
+    assert panel.compared_n == 10
