@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .aggregation import DEFAULT_CHUNK_BYTES, SHIFT_ROWS, STATS, _Accumulator
+from .aggregation import DEFAULT_CHUNK_BYTES, KERNEL_CHUNK_BYTES, SHIFT_ROWS, STATS, _Accumulator
 
 
 class RunningAggregate:
@@ -22,7 +22,8 @@ class RunningAggregate:
         n_neurons = activations.shape[1]
         shift = np.asarray(activations[:SHIFT_ROWS], dtype=np.float64).mean(axis=0) if len(activations) else None
         self._shift = np.zeros(n_neurons) if shift is None else np.nan_to_num(shift)
-        self._rows_per_chunk = max(1, int(chunk_bytes) // (n_neurons * 8))
+        # float64 blocks that stay in the CPU's cache through the few passes over them
+        self._rows_per_chunk = max(1, min(int(chunk_bytes), KERNEL_CHUNK_BYTES) // (n_neurons * 8))
         self.indices = np.zeros(0, np.int64)
         self.rows_read = 0  # rows read since creation: what an update cost
         self._reset()

@@ -8,6 +8,7 @@ import numpy as np
 import traitlets
 from ipywidgets import widget_serialization
 
+from ..analysis import sorted_unique
 from ..subsets import (
     STATS,
     Aggregate,
@@ -163,7 +164,7 @@ class ActivationMatrix(View):
         if not isinstance(key, str) or not key or is_reserved(key):
             raise ViewError(f"Row key {key!r} must be a non-empty string not starting with "
                              f"{SUBSET_PREFIX!r} or {INSTANCE_PREFIX!r}.")
-        indices = np.unique(checked_indices(indices, self._store.n_instances))
+        indices = sorted_unique(checked_indices(indices, self._store.n_instances))
         self._custom[key] = (str(label), indices, next(_VERSIONS))
         if key in self.row_keys:
             self._refresh_values()
