@@ -92,3 +92,41 @@ def test_evaluation_panel_compares_after_the_message_in_a_kernel(store):
     assert calls == [1]  # two changes in one message: compared once
     selection.set_brush(np.arange(10), PROJECTION)  # no event loop (a script): at once
     assert panel.compared_n == 10
+
+
+def test_explorer_defers_every_pass_over_all_rows(store, monkeypatch):
+    """The evaluation panel's curves and intervals and the projection run after the constructor returns."""
+    import threading
+
+    import activis.evaluation.ranking as ranking
+    import activis.projection.jobs as jobs
+    import activis.widgets.evaluation_panel as panel_module
+    from activis.widgets.explorer import Explorer
+
+    on_main_thread = []
+
+    def counted(name, func):
+        def wrapper(*args, **kwargs):
+            if threading.current_thread() is threading.main_thread():
+                on_main_thread.append(name)
+            return func(*args, **kwargs)
+        return wrapper
+
+    for name in ("roc", "precision_recall", "delong", "bucketed_auc"):
+        monkeypatch.setattr(ranking, name, counted(name, getattr(ranking, name)))
+    monkeypatch.setattr(jobs, "_pca", counted("pca", jobs._pca))
+    deferred = []
+    monkeypatch.setattr(panel_module, "run_in_background", deferred.append)
+
+    explorer = Explorer(store, method="pca")
+    assert on_main_thread == []  # nothing of the kind ran before the first frame
+    panel = explorer.evaluation
+    assert panel.roc is None and panel.summary is None and panel.score is not None  # distributions at once
+    explorer.projection.job.wait(60)
+    assert on_main_thread == []  # the PCA ran in the projection's thread
+
+    assert len(deferred) == 1
+    deferred[0]()  # what the background thread runs
+    assert panel.roc is not None and panel.summary is not None and len(panel.class_metrics) == 4
+    explorer.selection.set_brush(np.arange(100), PROJECTION)
+    assert panel.compared_n == 100  # compared once ready
