@@ -94,17 +94,15 @@ def _kernel():
                     value = np.float32(np.inf) if mantissa == 0 else np.float32(np.nan)
                 target[j] = -value if h & 0x8000 else value
 
-    @jit
-    def flush(part, total):
-        for s in range(part.shape[0]):
-            for j in range(part.shape[1]):
-                total[s, j] += part[s, j]
-                part[s, j] = 0.0
-
+    # (no jitted function calls another: numba's cache misses, every process, on a function that
+    # refers to another dispatcher from this closure)
     @jit
     def flush_all(partial, sums):
         for p in range(partial.shape[0]):
-            flush(partial[p], sums[p])
+            for s in range(partial.shape[1]):
+                for j in range(partial.shape[2]):
+                    sums[p, s, j] += partial[p, s, j]
+                    partial[p, s, j] = 0.0
 
     @jit
     def pattern_sums(block, pattern, threshold, moments, flush_rows, shifts, partial, counts, sums, scratch):
@@ -137,8 +135,11 @@ def _kernel():
                 for j in range(n_neurons):
                     part_total[j] += row[j] - shift[j]
             counts[p] += 1
-            if counts[p] % flush_rows == 0:
-                flush(partial[p], sums[p])
+            if counts[p] % flush_rows == 0:  # into float64, before float32 partials lose precision
+                for s in range(partial.shape[1]):
+                    for j in range(n_neurons):
+                        sums[p, s, j] += partial[p, s, j]
+                        partial[p, s, j] = 0.0
 
     return pattern_sums, flush_all, half_to_float
 
@@ -291,6 +292,7 @@ def _pattern_pass(activations, pattern, members, rows, acc: _Accumulator, thresh
     bounds = np.linspace(0, n, n_threads + 1).astype(int)
     parts = [(activations, pattern, members.shape[1], threshold, acc.squares is not None, chunk_bytes, lo, hi)
              for lo, hi in zip(bounds[:-1], bounds[1:])]
+    _kernel()  # compiled (or loaded from numba's cache) once, before any thread needs it
     if n_threads == 1:
         results = [_pattern_sums(*parts[0])]
     else:
