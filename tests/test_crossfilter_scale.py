@@ -60,9 +60,14 @@ def test_matrix_brush_row_grows_incrementally(store):
     activations = store.activations("l")
     first = np.arange(0, 4000, 3)
     matrix.add_rows_from_indices("brush", "selection", first)
+    class_members = {row: members for row, members in matrix._members_of.items() if row[0] != "brush"}
     grown = np.union1d(first, [1, 2, 4])
     matrix.add_rows_from_indices("brush", "selection", grown[::-1])  # any order: the set is what counts
     row = matrix.row_keys.index("brush")
+    offsets = np.asarray(matrix.row_offsets)
+    np.testing.assert_array_equal(np.asarray(matrix.row_members)[offsets[row]:offsets[row + 1]], grown)
+    for key, members in class_members.items():
+        assert matrix._members_of[key] is members  # the class rows' members were not looked up again
     assert_stats({s: matrix.aggregate[s][row] for s in STATS}, expected(activations, grown))
     assert matrix.rows[row]["size"] == len(grown) and matrix.rows[row]["description"].startswith(f"{len(grown):,}")
     assert matrix._running["brush"][1].rows_read == len(grown)  # the second update read three rows

@@ -121,6 +121,7 @@ class ActivationMatrix(View):
         self.observe(self._on_hovered_row, names=["hovered_row"])
         self.observe(self._refresh_members, names=["shared_selection"])
         self._members_signature = None
+        self._members_of: dict[tuple, np.ndarray] = {}  # (row key, instances, definition) -> its members
         self._refresh_values()
 
     def close(self) -> None:
@@ -314,19 +315,24 @@ class ActivationMatrix(View):
 
     def _refresh_members(self, change=None) -> None:
         keys = list(self.row_keys) if self.shared_selection is not None else []
-        signature = (self.shared_selection is not None, self._store.n_instances,
-                     *(self._custom[k][2] if k in self._custom else self._row_subset(k).key for k in keys))
+        n = self._store.n_instances
+        row_ids = [(k, n, self._custom[k][2] if k in self._custom else self._row_subset(k).key) for k in keys]
+        signature = (self.shared_selection is not None, *row_ids)
         if signature == self._members_signature:
             return  # unchanged rows: do not resend what the browser holds
         self._members_signature = signature
-        parts = [self._row_indices(k) for k in keys]
+        # a brush changes one row: the others' members are not looked up again
+        known = self._members_of
+        self._members_of = {row: known[row] if row in known else self._row_indices(row[0]).astype(np.int32)
+                            for row in row_ids}
+        parts = [self._members_of[row] for row in row_ids]
         if not parts or sum(map(len, parts)) > MEMBERS_LIMIT:
             self.row_members = self.row_offsets = None
             return
         offsets = np.zeros(len(parts) + 1, np.int32)
         offsets[1:] = np.cumsum([len(p) for p in parts])
         with self.hold_sync():
-            self.row_members = np.concatenate(parts).astype(np.int32)
+            self.row_members = np.concatenate(parts)
             self.row_offsets = offsets
 
     def _refresh_order(self, change=None) -> None:
