@@ -101,6 +101,11 @@ def _chunk_rows(n_neurons: int) -> int:
     return max(1, CHUNK_BYTES // (8 * max(1, n_neurons)))
 
 
+def sorted_unique(arr: np.ndarray) -> np.ndarray:
+    """np.unique, skipped for what already is sorted and unique (a selection passed between views)."""
+    return arr if np.all(arr[1:] > arr[:-1]) else np.unique(arr)
+
+
 def as_indices(values, n: int, what: str) -> np.ndarray:
     """Sorted unique int64 instance indices from indices or a boolean mask of length ``n``.
 
@@ -120,7 +125,7 @@ def as_indices(values, n: int, what: str) -> np.ndarray:
             arr = arr.astype(np.int64)
         else:
             raise AnalysisError(f"{what} must be instance indices (integers) or a boolean mask, not {arr.dtype}.")
-    arr = np.unique(arr.reshape(-1).astype(np.int64))
+    arr = sorted_unique(arr.reshape(-1).astype(np.int64))
     if arr[0] < 0 or arr[-1] >= n:
         bad = arr[0] if arr[0] < 0 else arr[-1]
         raise AnalysisError(f"{what}: instance {bad} is outside the store's {n} instances.")

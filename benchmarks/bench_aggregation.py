@@ -1,13 +1,17 @@
-"""Aggregation of K = 20 subsets over a 200,000 x 1,024 float32 store, against one plain chunked sum.
+"""Aggregation of K = 20 subsets (mean, std, fraction active) against one plain chunked pass, cold.
 
-Both run warm (the layer file in the page cache) in the same process; the figure is the ratio of
-the best of ``--repeat`` runs of each. The aggregation is timed twice: with the K memberships
-already evaluated (S^T A alone, what the 1.5x target is about) and with every subset's membership
-evaluated again inside the timed call (what a user's first aggregate after defining subsets costs),
-each labelled as such. Peak heap (tracemalloc: memory-map pages are not heap) is measured with a
-chunk budget much smaller than the array. Run:
+Each case times, in the same process and interleaved, best of ``--repeat``:
+- the baseline: one plain chunked pass over the same memory (a float32 sum of every row, the
+  fastest of summing directly and converting first when the layer is stored as float16);
+- what a user meets: ``Subsets.aggregate(layer, names)`` with nothing cached, so the 20 memberships
+  are evaluated inside the timed call, all three statistics;
+- each method of `aggregate_masks` on its own (masks also evaluated inside): ``patterns`` (each row
+  added once to its membership pattern's sums, compiled) and ``matmul`` (BLAS S^T A per chunk).
+Cases: 100,000 x 512 and 1,000,000 x 256, float16 and float32, the layer read from the store (a
+memory map) and held in memory. Peak heap (tracemalloc: memory-map pages are not heap) is measured
+on the store with a 16 MB chunk budget. Run:
 
-    .venv/bin/python benchmarks/bench_aggregation.py [--instances 200000] [--neurons 1024]
+    .venv/bin/python benchmarks/bench_aggregation.py [--cases 100000x512,1000000x256] [--dtypes float32,float16]
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 from activis.store import LayerSpec, StoreWriter
-from activis.subsets import Subsets
+from activis.subsets import Subsets, aggregate_masks
 
 
 def make_store(path, n: int, n_neurons: int, n_classes: int = 10, dtype: str = "float32", batch: int = 20_000):
@@ -60,89 +64,101 @@ def define_subsets(store) -> list[str]:
     return names
 
 
-def plain_sum(activations, chunk_rows: int) -> np.ndarray:
-    total = np.zeros(activations.shape[1])
+def plain_pass(activations, chunk_rows: int) -> np.ndarray:
+    """The baseline: every row read once and summed in float32, chunk by chunk."""
+    total = np.zeros(activations.shape[1], np.float32)
     for lo in range(0, activations.shape[0], chunk_rows):
-        total += activations[lo:lo + chunk_rows].sum(axis=0)
+        total += np.add.reduce(activations[lo:lo + chunk_rows], axis=0, dtype=np.float32)
     return total
 
 
-def best(func, repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        func()
-        times.append(time.perf_counter() - t0)
-    return min(times)
+def plain_pass_converting(activations, chunk_rows: int) -> np.ndarray:
+    total = np.zeros(activations.shape[1], np.float32)
+    for lo in range(0, activations.shape[0], chunk_rows):
+        total += activations[lo:lo + chunk_rows].astype(np.float32).sum(axis=0)
+    return total
+
+
+def timed(func) -> float:
+    t0 = time.perf_counter()
+    func()
+    return time.perf_counter() - t0
+
+
+def run_case(workdir: str, n: int, n_neurons: int, dtype: str, repeat: int, small_chunk_mb: float) -> None:
+    t0 = time.perf_counter()
+    store = make_store(f"{workdir}/store-{n}-{n_neurons}-{dtype}", n, n_neurons, dtype=dtype)
+    written = time.perf_counter() - t0
+    names = define_subsets(store)
+    subsets = Subsets(store)
+    mapped = store.activations("fc")
+    in_memory = np.array(mapped)
+    chunk_rows = subsets.chunk_bytes // (n_neurons * 4)
+    patterns = len(np.unique(np.packbits(np.stack([subsets.mask(m) for m in names]), axis=0), axis=1).T)
+    print(f"\n{n:,} x {n_neurons} {dtype} ({mapped.nbytes / 1e6:.0f} MB, written in {written:.1f} s, not timed); "
+          f"K = {len(names)} subsets, {patterns} membership patterns")
+
+    def user_call():  # what a user meets: nothing cached, memberships evaluated in the call
+        subsets.clear_cache()
+        return subsets.aggregate("fc", names)
+
+    def method_call(activations, method):
+        subsets.clear_cache()
+        masks = np.stack([subsets.mask(m) for m in names])
+        return aggregate_masks(activations, masks, method=method)
+
+    user_call()  # numba: compile or load from its cache once per process, outside the timing
+    cases = {}
+    for where, activations in (("store", mapped), ("memory", in_memory)):
+        cases[f"{where}: plain pass"] = lambda a=activations: plain_pass(a, chunk_rows)
+        if dtype != "float32":
+            cases[f"{where}: plain pass, converting"] = lambda a=activations: plain_pass_converting(a, chunk_rows)
+        if where == "store":
+            cases["store: Subsets.aggregate (auto)"] = user_call
+        for method in ("patterns", "matmul"):
+            cases[f"{where}: {method}"] = lambda a=activations, m=method: method_call(a, m)
+    times = {name: [] for name in cases}
+    for _ in range(repeat):  # interleaved so that load from other processes hits every case
+        for name, func in cases.items():
+            times[name].append(timed(func))
+    best = {name: min(t) for name, t in times.items()}
+    for where in ("store", "memory"):
+        base = min(v for k, v in best.items() if k.startswith(f"{where}: plain"))
+        for name, value in best.items():
+            if name.startswith(where):
+                target = "" if "plain" in name else "  (target <= 1.5)"
+                print(f"  {name:40s} {value * 1000:8.1f} ms  ratio {value / base:5.2f}{target}")
+
+    # the figure is only worth something if the answer is right
+    result, check = user_call(), method_call(in_memory, "matmul")
+    rows = np.asarray(mapped[subsets.mask(names[0])], dtype=np.float64)
+    for stat, expected in (("mean", rows.mean(0)), ("std", rows.std(0)), ("active", (rows > 0).mean(0))):
+        np.testing.assert_allclose(result[stat][0], expected, rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose(result[stat], check[stat], rtol=1e-4, atol=1e-4)
+
+    small = Subsets(store, chunk_bytes=int(small_chunk_mb * (1 << 20)))
+    tracemalloc.start()
+    small.aggregate("fc", names)
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    print(f"  peak heap, store, {small_chunk_mb:g} MB chunk budget, masks included: {peak / 1e6:.1f} MB "
+          f"for a {mapped.nbytes / 1e6:.0f} MB layer")
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--instances", type=int, default=200_000)
-    parser.add_argument("--neurons", type=int, default=1024)
+    parser.add_argument("--cases", default="100000x512,1000000x256")
+    parser.add_argument("--dtypes", default="float32,float16")
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--small-chunk-mb", type=float, default=16)
     args = parser.parse_args()
-
     workdir = tempfile.mkdtemp(prefix="bench-aggregation-")
     try:
-        t0 = time.perf_counter()
-        store = make_store(f"{workdir}/store", args.instances, args.neurons)
-        activations = store.activations("fc")
-        print(f"store: {args.instances:,} x {args.neurons} float32 = {activations.nbytes / 1e6:.0f} MB "
-              f"(written in {time.perf_counter() - t0:.1f} s)")
-        names = define_subsets(store)
-        subsets = Subsets(store)
-        chunk_rows = subsets.chunk_bytes // (args.neurons * 4)
-        sizes = subsets.table().set_index("name").loc[names, "size"]
-        print(f"K = {len(names)} subsets, sizes {sizes.min():,}..{sizes.max():,}, "
-              f"{sizes.sum() / args.instances:.1f} memberships per instance")
-
-        plain_sum(activations, chunk_rows)  # warm the page cache
-        t0 = time.perf_counter()
-        subsets.aggregate("fc", names, stats=("mean",))
-        subsets.clear_cache()
-        subsets.aggregate("fc", names)
-        first = time.perf_counter() - t0
-
-        def aggregate(stats, masks=False):
-            subsets.clear_cache(masks=masks)  # masks=False: memberships stay evaluated, this times S^T A itself
-            return subsets.aggregate("fc", names, stats=stats)
-
-        def sum_pass():
-            return plain_sum(activations, chunk_rows)
-
-        results = {"sum": [], "mean": [], "all": [], "mean+masks": []}
-        for _ in range(args.repeat):  # interleaved so that load from other processes hits all four
-            results["sum"].append(best(sum_pass, 1))
-            results["mean"].append(best(lambda: aggregate(("mean",)), 1))
-            results["all"].append(best(lambda: aggregate(("mean", "active", "std")), 1))
-            results["mean+masks"].append(best(lambda: aggregate(("mean",), masks=True), 1))
-        base = min(results["sum"])
-        mean_t, all_t, masks_t = min(results["mean"]), min(results["all"]), min(results["mean+masks"])
-        # the figure is only worth something if the answer is right
-        check = aggregate(("mean",)).mean[0]
-        expected = np.asarray(activations[subsets.mask(names[0])], dtype=np.float64).mean(axis=0)
-        np.testing.assert_allclose(check, expected, rtol=1e-4, atol=1e-5)
-
-        print(f"first call (numba compile or cache load + masks): {first * 1000:.0f} ms")
-        print(f"plain chunked sum of the whole array: {base * 1000:.0f} ms")
-        print(f"aggregate K=20, mean only, memberships already evaluated (not timed): {mean_t * 1000:.0f} ms  "
-              f"ratio {mean_t / base:.2f} (target <= 1.5)")
-        print(f"aggregate K=20, mean + active + std, memberships already evaluated:   {all_t * 1000:.0f} ms  "
-              f"ratio {all_t / base:.2f}")
-        print(f"aggregate K=20, mean only, the 20 memberships evaluated in the call:  {masks_t * 1000:.0f} ms  "
-              f"ratio {masks_t / base:.2f}")
-
-        small = Subsets(store, chunk_bytes=int(args.small_chunk_mb * (1 << 20)))
-        for name in names:
-            small.mask(name)  # the masks (K x n booleans) are evaluated and cached outside the measurement
-        tracemalloc.start()
-        small.aggregate("fc", names)
-        _, peak = tracemalloc.get_traced_memory()
-        tracemalloc.stop()
-        print(f"peak heap during aggregation with a {args.small_chunk_mb:g} MB chunk budget: {peak / 1e6:.1f} MB "
-              f"for a {activations.nbytes / 1e6:.0f} MB array ({peak / activations.nbytes:.3f} of it)")
+        for case in args.cases.split(","):
+            n, n_neurons = (int(v) for v in case.split("x"))
+            for dtype in args.dtypes.split(","):
+                run_case(workdir, n, n_neurons, dtype, args.repeat, args.small_chunk_mb)
+                shutil.rmtree(workdir, ignore_errors=True)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 

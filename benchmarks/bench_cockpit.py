@@ -14,12 +14,20 @@ One configuration at a time, as in a training: its plain and tracked steps alter
 load of a shared machine hits both alike; the ratio of medians is printed, and the extra time,
 and under it where the extra time goes (``cockpit.costs()``), in plain steps.
 Targets: economy <= 2x, business <= 3x, full <= 6x.
+
+When the reference, cockpit-for-pytorch 1.0.2 with BackPACK, can be imported (``--reference-path
+DIR`` puts a folder holding it first on the path; it needs no other torch than ours, e.g.
+``pip install --no-deps --target DIR cockpit-for-pytorch==1.0.2 backpack-for-pytorch einops unfoldNd
+json-tricks "setuptools<80" matplotlib contourpy cycler fonttools kiwisolver pyparsing seaborn``),
+its step is timed on the same model, data and configuration, alternating with ours, and
+activis / reference is printed per configuration.
 """
 
 from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import tempfile
 import time
 import warnings
@@ -98,6 +106,47 @@ class Runner:
         return time.perf_counter() - t0
 
 
+class ReferenceRunner:
+    """The same model and optimizer tracked by cockpit-for-pytorch (BackPACK), as its README shows."""
+
+    def __init__(self, factory, data, config: str):
+        from backpack import extend
+        from cockpit import Cockpit as ReferenceCockpit
+        from cockpit.utils.configuration import configuration as reference_configuration
+
+        torch.manual_seed(0)
+        self.model = extend(factory())
+        self.loss = extend(nn.CrossEntropyLoss())
+        self.individual = nn.CrossEntropyLoss(reduction="none")
+        self.opt = torch.optim.SGD(self.model.parameters(), lr=0.01)
+        self.cockpit = ReferenceCockpit(self.model.parameters(), quantities=reference_configuration(config))
+        self.data = data
+        self.i = 0
+
+    def step(self) -> float:
+        x, y = self.data[self.i % len(self.data)]
+        step = self.i  # from 0, as its quantities expect (α at step 1 ends what step 0 started)
+        self.i += 1
+        t0 = time.perf_counter()
+        self.opt.zero_grad()
+        out = self.model(x)
+        loss, losses = self.loss(out, y), self.individual(out, y)
+        info = {"batch_size": len(x), "individual_losses": losses, "loss": loss, "optimizer": self.opt}
+        with self.cockpit(step, info=info):
+            loss.backward(create_graph=self.cockpit.create_graph(step))
+        self.opt.step()
+        return time.perf_counter() - t0
+
+
+def reference_available() -> bool:
+    try:
+        import backpack  # noqa: F401
+        import cockpit  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
 def hvp_seconds(model, batch, repeats=10) -> float:
     """Median time of one Hessian-vector product through the gradient's graph: the unit HessMaxEV pays."""
     x, y = batch
@@ -123,20 +172,23 @@ def breakdown(cockpit, steps, plain, shown=4) -> str:
     return ", ".join(parts) + f", the other {len(ranked) - shown} together {rest:.2f}"
 
 
-def bench(name, factory, data, rounds, warmup=5):
+def bench(name, factory, data, rounds, warmup=5, reference=False):
     params = sum(p.numel() for p in factory().parameters())
     print(f"\n{name}: {params:,} parameters, batch {BATCH}")
     with tempfile.TemporaryDirectory() as tmp:
         for i, (c, config) in enumerate(CONFIGS.items()):
             # one configuration at a time, as in a training: the others' memory and caches do not
-            # weigh on it; its plain steps alternate with its tracked ones
+            # weigh on it; its plain steps alternate with its tracked ones (and the reference's)
             plain, tracked = Runner(factory, data), Runner(factory, data, config, f"{tmp}/{name}-{i}")
-            times = {"plain": [], "tracked": []}
+            runners = {"plain": plain, "tracked": tracked}
+            if reference and c in ("economy", "business", "full"):
+                runners["reference"] = ReferenceRunner(factory, data, c)
+            times = {key: [] for key in runners}
             for r in range(warmup + rounds):
-                t_plain, t = plain.step(), tracked.step()
-                if r >= warmup:
-                    times["plain"].append(t_plain)
-                    times["tracked"].append(t)
+                for key, runner in runners.items():
+                    t = runner.step()
+                    if r >= warmup:
+                        times[key].append(t)
             base, med = statistics.median(times["plain"]), statistics.median(times["tracked"])
             extra = ""
             maxev = next((q for q in tracked.cockpit.quantities if q.name == "HessMaxEV"), None)
@@ -145,6 +197,10 @@ def bench(name, factory, data, rounds, warmup=5):
             print(f"  {c:<20} {med * 1e3:7.1f} ms against {base * 1e3:5.1f} ms plain   {med / base:5.2f}x   "
                   f"(+{(med - base) * 1e3:.1f} ms){extra}")
             print(f"  {'':<20} where it goes, in plain steps: {breakdown(tracked.cockpit, tracked.i, base)}")
+            if "reference" in times:
+                ref = statistics.median(times["reference"])
+                print(f"  {'':<20} cockpit-for-pytorch {ref * 1e3:7.1f} ms = {ref / base:5.2f}x plain;  "
+                      f"activis / reference = {med / ref:.3f}")
             tracked.cockpit.close()
             if tracked.cockpit.skipped:
                 print(f"  skipped in {tracked.cockpit.log.run}: {tracked.cockpit.skipped}")
@@ -158,7 +214,11 @@ def arguments(doc: str, rounds: int) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=doc.split("\n")[0])
     parser.add_argument("--rounds", type=int, default=rounds)
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
+    parser.add_argument("--reference-path", default=None,
+                        help="a folder holding cockpit-for-pytorch and BackPACK, put first on the path")
     args = parser.parse_args()
+    if args.reference_path:
+        sys.path.insert(0, args.reference_path)
     if args.threads:
         torch.set_num_threads(args.threads)
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {args.rounds} rounds")
@@ -169,9 +229,12 @@ def main():
     warnings.filterwarnings("ignore", message="Using backward\\(\\) with create_graph=True")
     args = arguments(__doc__, rounds=30)
     data = digits_28(8)
-    bench("MLP", mlp, data, args.rounds)
-    bench("CNN", cnn, data, args.rounds)
-    bench("wide MLP", wide_mlp, data, args.rounds)
+    reference = reference_available()
+    print("reference: cockpit-for-pytorch " + ("timed alongside" if reference else
+                                               "not importable (see --reference-path): not timed"))
+    bench("MLP", mlp, data, args.rounds, reference=reference)
+    bench("CNN", cnn, data, args.rounds, reference=reference)
+    bench("wide MLP", wide_mlp, data, args.rounds, reference=reference)
 
 
 if __name__ == "__main__":

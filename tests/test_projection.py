@@ -426,3 +426,23 @@ def test_cancel_racing_start_never_reports_a_running_job_as_finished(clustered):
             assert job.status == "cancelled"
         else:
             assert job.status == "done" and positions.shape == (300, 2)
+
+
+def test_umap_of_many_rows_is_fitted_on_a_sample_and_places_the_rest(clustered, monkeypatch):
+    import activis.projection.jobs as jobs_module
+    from activis.widgets.projection_view import ProjectionView
+
+    store, _, y = clustered
+    monkeypatch.setattr(jobs_module, "FIT_ROWS", 300)
+    job = project(store, "fc", "umap", n_epochs=100)
+    positions = job.wait(180)
+    assert positions.shape == (len(y), 2) and np.isfinite(positions).all()  # every point is shown
+    assert job.info == {"fitted_on": 300, "placed": len(y) - 300}
+    assert label_agreement(positions, y) > 0.95  # the placed points land with their cluster
+    view = ProjectionView(store, "fc", "umap", params={"n_epochs": 100})  # the same job, from the cache
+    view.job.wait(180)
+    view._mirror_job(view.job)
+    assert view.note.startswith("fitted on 300 sampled points")  # the view says how it was made
+    monkeypatch.setattr(jobs_module, "FIT_ROWS", 10**9)
+    full = jobs_module.ProjectionJob(store, "fc", "umap", n_epochs=100)  # not started
+    assert full.key != job.key and not full.fit_rows  # a sampled layout is cached apart from a full one

@@ -93,6 +93,31 @@ def test_paths_agree_on_one_store(tmp_path, monkeypatch):
         np.testing.assert_allclose(kernel[stat], gather[stat], rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_methods_agree_with_numpy(tmp_path, monkeypatch, dtype):
+    """Both one-pass methods, with pattern partials flushed every 3 rows and chunks of a few rows."""
+    store = random_store(tmp_path / "s", n=2500, n_neurons=21, dtype=dtype)
+    activations = store.activations("layer")
+    rng = np.random.default_rng(5)
+    masks = rng.random((12, 2500)) < rng.uniform(0.05, 0.7, (12, 1))
+    masks[3] = False
+    masks[3, 17] = True  # one instance: std exactly 0
+    masks[4] = False     # empty: NaN
+    monkeypatch.setattr(aggregation_module, "FLUSH_ROWS", 3)
+    monkeypatch.setattr(aggregation_module, "THREAD_ROWS", 1000)  # two or more row ranges, summed apart
+    monkeypatch.setattr(aggregation_module, "_cpu_count", lambda: 3)
+    dense = np.asarray(activations, dtype=np.float64)
+    for method in ("patterns", "matmul"):
+        result = aggregate_masks(activations, masks, threshold=0.25, chunk_bytes=500, method=method)
+        for k in range(12):
+            expected = reference(dense, masks[k], threshold=0.25)
+            for stat in STATS:
+                np.testing.assert_allclose(result[stat][k], expected[stat], rtol=2e-5, atol=2e-5,
+                                           err_msg=f"{method} {k} {stat}")
+    with pytest.raises(aggregation_module.SubsetError, match="auto, patterns, matmul"):
+        aggregate_masks(activations, masks, method="blas")
+
+
 def test_more_than_64_subsets(tmp_path):
     store = random_store(tmp_path / "s", n=1500, n_neurons=9)
     activations = store.activations("layer")
@@ -281,3 +306,12 @@ def test_cluster_many_neurons_goes_through_centroids(monkeypatch):
     order = cluster_neurons(values)
     assert sorted(order.tolist()) == list(range(600))
     assert np.count_nonzero(np.diff(groups[order])) + 1 == 3
+
+
+def test_float16_conversion_is_exact_for_every_bit_pattern():
+    bits = np.arange(65536, dtype=np.uint32).astype(np.uint16).reshape(256, 256)
+    out = np.empty((256, 256), np.float32)
+    aggregation_module._kernel()[2](bits, aggregation_module.HALF_SCALES, out)
+    expected = bits.view(np.float16).astype(np.float32)
+    same = (out.view(np.uint32) == expected.view(np.uint32)) | (np.isnan(out) & np.isnan(expected))
+    assert same.all()

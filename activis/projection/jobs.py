@@ -16,7 +16,15 @@ from .errors import ProjectionCancelled, ProjectionError, _Cancelled
 from .params import _resolve_params
 from .pca import _as_layout, _pca, _Rows
 from .tsne import _tsne_in_child
-from .umap import _fuzzy_graph, _initial_layout, _nearest_neighbors, _umap_layout
+from .umap import (
+    FIT_ROWS,
+    PLACE_NEIGHBOURS,
+    _fuzzy_graph,
+    _initial_layout,
+    _nearest_neighbors,
+    _place_by_neighbours,
+    _umap_layout,
+)
 
 ENGINE_VERSION = 1  # part of every cache key: bump when a layout algorithm changes
 _NOTIFY_EVERY_S = 0.1
@@ -85,7 +93,9 @@ class ProjectionJob:
             raise ProjectionError(f"Layer {layer!r} has no instances to project yet.")
         self.params = _resolve_params(method, params, self.n)
         self._fingerprint = _fingerprint(self._activations)
-        self.key = self._key(method, self.params)
+        # a UMAP of more rows than FIT_ROWS is fitted on a sample: its own cache key
+        self.fit_rows = FIT_ROWS if method == "umap" and self.n > FIT_ROWS else None
+        self.key = self._key(method, {**self.params, **({"fit_rows": self.fit_rows} if self.fit_rows else {})})
         self.status = "pending"
         self.stage = ""
         self.progress = 0.0
@@ -279,6 +289,8 @@ class ProjectionJob:
         return _as_layout(self._pca_scores(2, 0, 1.0))
 
     def _compute_umap(self) -> np.ndarray:
+        if self.fit_rows:
+            return self._compute_umap_on_sample()
         p = self.params
         knn_params = {"n_neighbors": p["n_neighbors"], "pca_dims": p["pca_dims"], "random_state": p["random_state"]}
         knn_name = self._name("knn", self._key("knn", knn_params))
@@ -298,6 +310,30 @@ class ProjectionJob:
         graph = _fuzzy_graph(idx.astype(np.int64), dist.astype(np.float32), self.n)
         init = _initial_layout(self.preview, p["random_state"])
         return _umap_layout(graph, init, p, self._stage("layout", 0.5, 1.0))
+
+    def _compute_umap_on_sample(self) -> np.ndarray:
+        """UMAP of a random sample of `FIT_ROWS` rows; every other row placed by its nearest sampled
+        neighbours in PCA space (the PCA of every row is the preview, and the space they meet in)."""
+        p = self.params
+        scores = self._pca_scores(p["pca_dims"], p["random_state"], 0.15)
+        if self.preview is None:
+            self._pca_scores(2, p["random_state"], 0.15)
+        rng = np.random.default_rng(p["random_state"])
+        sample = np.sort(rng.choice(self.n, self.fit_rows, replace=False))
+        sample_z = np.ascontiguousarray(scores[sample])
+        idx, dist = _nearest_neighbors(sample_z, p["n_neighbors"], p["random_state"],
+                                       self._stage("neighbours", 0.15, 0.35))
+        self._stage("fuzzy graph", 0.35, 0.4)(0.0)
+        graph = _fuzzy_graph(idx.astype(np.int64), dist.astype(np.float32), len(sample))
+        init = _initial_layout(self.preview[sample], p["random_state"])
+        fitted = _umap_layout(graph, init, p, self._stage("layout", 0.4, 0.8))
+        rest = np.setdiff1d(np.arange(self.n), sample, assume_unique=True)
+        layout = np.empty((self.n, 2), np.float32)
+        layout[sample] = fitted
+        layout[rest] = _place_by_neighbours(sample_z, fitted, scores[rest], PLACE_NEIGHBOURS,
+                                            self._stage("placing the other rows", 0.8, 1.0))
+        self.info = {"fitted_on": int(self.fit_rows), "placed": int(len(rest))}
+        return layout
 
     def _compute_tsne(self) -> np.ndarray:
         p = self.params

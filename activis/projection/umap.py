@@ -14,6 +14,11 @@ _FOREST_TREES = 8
 _FOREST_LEAF = 512
 
 
+# beyond this many rows, UMAP is fitted on a sample of this size and the others are placed by
+# their nearest sampled neighbours: the layout's cost (minutes and gigabytes at a million) stays bounded
+FIT_ROWS = 50_000
+PLACE_DIMS = 10  # PCA coordinates in which the other rows find their sampled neighbours
+PLACE_NEIGHBOURS = 10
 def _knn_within(z: np.ndarray, sq: np.ndarray, members: np.ndarray, k: int,
                 report: Callable[[float], None] | None = None, chunk: int = 2048):
     """Exact k nearest neighbours (self first) among ``members``: global indices, squared distances."""
@@ -266,3 +271,25 @@ def _umap_layout(graph, init: np.ndarray, params: dict, stage: Callable[[float],
         start = stop
         step = max(1, min(2 * step, int(step * 0.1 / max(elapsed, 1e-4))))
     return emb
+
+
+def _place_by_neighbours(sample_z: np.ndarray, sample_layout: np.ndarray, z: np.ndarray, k: int,
+                         stage: Callable[[float], None], chunk: int = 65536) -> np.ndarray:
+    """Positions for rows ``z`` in a layout fitted on ``sample_z``: the mean of their ``k`` nearest
+    sampled neighbours' positions, weighted by 1 / distance (umap-learn's ``transform`` starts
+    from this same weighted mean; its refining epochs are left out). Distances in the first
+    `PLACE_DIMS` PCA coordinates, through a k-d tree (fast in few dimensions)."""
+    from scipy.spatial import cKDTree
+
+    dims = min(PLACE_DIMS, z.shape[1])
+    tree = cKDTree(np.ascontiguousarray(sample_z[:, :dims], dtype=np.float64))
+    k = min(k, len(sample_z))
+    out = np.empty((len(z), 2), np.float32)
+    for lo in range(0, len(z), chunk):
+        dist, idx = tree.query(np.asarray(z[lo:lo + chunk, :dims], dtype=np.float64), k=k)
+        dist, idx = dist.reshape(len(dist), k), idx.reshape(len(idx), k)
+        weights = 1.0 / np.maximum(dist, 1e-12)
+        weights /= weights.sum(axis=1, keepdims=True)
+        out[lo:lo + chunk] = np.einsum("ij,ijd->id", weights, sample_layout[idx])
+        stage(min(1.0, (lo + chunk) / len(z)))
+    return out

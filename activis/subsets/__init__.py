@@ -26,6 +26,8 @@ from .collection import Subsets, checked_indices
 from .definition import Subset
 from .errors import SubsetError
 from .ordering import cluster_neurons, difference, sort_neurons
+from .running import RunningAggregate
 
-__all__ = ["STATS", "Aggregate", "Subset", "SubsetError", "Subsets", "aggregate_masks", "checked_indices",
+__all__ = ["STATS", "Aggregate", "RunningAggregate", "Subset", "SubsetError", "Subsets", "aggregate_masks",
+           "checked_indices",
            "cluster_neurons", "difference", "sort_neurons"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -17,9 +18,16 @@ DEFAULT_CHUNK_BYTES = 64 << 20
 # when the requested subsets together hold at most this fraction of the store, their rows are
 # read directly (a gather) instead of a pass over the whole layer
 GATHER_FRACTION = 0.125
-# rows whose mean is the per-neuron shift (see _Accumulator); rows per float32 partial sum
+# rows whose mean is the per-neuron shift (see _Accumulator); rows of one pattern per float32 partial sum
 SHIFT_ROWS = 256
-FLUSH_ROWS = 8192
+FLUSH_ROWS = 4096
+# rows are converted / multiplied in blocks of about this size, so that they stay in the CPU's cache
+KERNEL_CHUNK_BYTES = 1 << 20
+METHODS = ("auto", "patterns", "matmul")
+# float16 exponent e -> the float32 factor of its (integer) mantissa: 2^(e - 25), and 2^-24 for subnormals
+HALF_SCALES = np.ldexp(np.float32(1), np.maximum(np.arange(32), 1) - 25).astype(np.float32)
+# the pattern pass runs one thread per this many rows, up to one per CPU
+THREAD_ROWS = 32768
 # pattern accumulators may use the chunk budget or this much, whichever is larger; beyond it
 # (very many distinct membership patterns) the pass multiplies the dense membership matrix instead
 PATTERN_BYTES = 32 << 20
@@ -70,51 +78,70 @@ def _kernel():
             return numba.njit(nogil=True, fastmath=True)(func)
 
     @jit
-    def pattern_sums(block, pattern, threshold, moments, flush_rows, shifts, seen, totals, squares, active,
-                     part_totals, part_squares, part_active, touched):
-        # Per pattern, sums of d = x - (the pattern's first row): small d keep float32 exact enough
-        # (one instance alone has d = 0). float32 partials are flushed into float64 every
-        # flush_rows rows: twice the SIMD width and half the cache traffic of float64, no drift.
-        n_rows, n_neurons = block.shape
-        for start in range(0, n_rows, flush_rows):
-            for i in range(start, min(n_rows, start + flush_rows)):
-                p = pattern[i]
-                if p < 0:
-                    continue
-                touched[p] = True
-                values = block[i]
-                shift = shifts[p]
-                if not seen[p]:
-                    seen[p] = True
-                    for j in range(n_neurons):
-                        shift[j] = values[j]
-                part_total = part_totals[p]
-                if moments:
-                    part_square = part_squares[p]
-                    part_act = part_active[p]
-                    for j in range(n_neurons):
-                        x = values[j] - shift[j]
-                        part_total[j] += x
-                        part_square[j] += x * x
-                        part_act[j] += np.float32(1.0) if values[j] > threshold else np.float32(0.0)
-                else:
-                    for j in range(n_neurons):
-                        part_total[j] += values[j] - shift[j]
-            for p in range(touched.shape[0]):
-                if not touched[p]:
-                    continue
-                touched[p] = False
-                for j in range(n_neurons):
-                    totals[p, j] += part_totals[p, j]
-                    part_totals[p, j] = 0.0
-                if moments:
-                    for j in range(n_neurons):
-                        squares[p, j] += part_squares[p, j]
-                        active[p, j] += part_active[p, j]
-                        part_squares[p, j] = 0.0
-                        part_active[p, j] = 0.0
+    def half_to_float(bits, scales, out):
+        # float16 bit patterns (uint16) to float32 by arithmetic the compiler vectorises (numpy
+        # converts float16 one value at a time, slower than reading them): exponent e scales the
+        # mantissa (with its implicit 1 unless e = 0) by scales[e]; e = 31 is inf or nan
+        n_rows, n_neurons = bits.shape
+        for i in range(n_rows):
+            source, target = bits[i], out[i]
+            for j in range(n_neurons):
+                h = np.int32(source[j])
+                exponent = (h >> 10) & 31
+                mantissa = h & 1023
+                value = np.float32(mantissa + (1024 if exponent > 0 else 0)) * scales[exponent]
+                if exponent == 31:
+                    value = np.float32(np.inf) if mantissa == 0 else np.float32(np.nan)
+                target[j] = -value if h & 0x8000 else value
 
-    return pattern_sums
+    # (no jitted function calls another: numba's cache misses, every process, on a function that
+    # refers to another dispatcher from this closure)
+    @jit
+    def flush_all(partial, sums):
+        for p in range(partial.shape[0]):
+            for s in range(partial.shape[1]):
+                for j in range(partial.shape[2]):
+                    sums[p, s, j] += partial[p, s, j]
+                    partial[p, s, j] = 0.0
+
+    @jit
+    def pattern_sums(block, pattern, threshold, moments, flush_rows, shifts, partial, counts, sums, scratch):
+        # Each row is added to its pattern's float32 partials of d = x - (the pattern's first row),
+        # d*d and x > threshold (small d keep float32 honest: one instance alone has d = 0), flushed
+        # into float64 ``sums`` every ``flush_rows`` rows of that pattern. Two loops over few arrays
+        # each, so that the compiler vectorises them (it does not vectorise one loop over six).
+        n_rows, n_neurons = block.shape
+        for i in range(n_rows):
+            p = pattern[i]
+            if p < 0:
+                continue
+            row = block[i]
+            shift = shifts[p]
+            if counts[p] == 0:
+                shift[:] = row
+            part_total = partial[p, 0]
+            if moments:
+                part_active = partial[p, 2]
+                for j in range(n_neurons):
+                    x = row[j]
+                    scratch[j] = x - shift[j]
+                    part_active[j] += np.float32(1.0) if x > threshold else np.float32(0.0)
+                part_square = partial[p, 1]
+                for j in range(n_neurons):
+                    d = scratch[j]
+                    part_total[j] += d
+                    part_square[j] += d * d
+            else:
+                for j in range(n_neurons):
+                    part_total[j] += row[j] - shift[j]
+            counts[p] += 1
+            if counts[p] % flush_rows == 0:  # into float64, before float32 partials lose precision
+                for s in range(partial.shape[1]):
+                    for j in range(n_neurons):
+                        sums[p, s, j] += partial[p, s, j]
+                        partial[p, s, j] = 0.0
+
+    return pattern_sums, flush_all, half_to_float
 
 
 def _membership_patterns(masks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -159,13 +186,14 @@ class _Accumulator:
         self.squares = np.zeros((k, len(shift))) if moments else None
         self.active = np.zeros((k, len(shift))) if moments else None
 
-    def add_rows(self, row: int, block: np.ndarray, threshold: float) -> None:
+    def add_rows(self, row: int, block: np.ndarray, threshold: float, sign: int = 1) -> None:
+        """Add (``sign`` 1) or take away (-1) these instances' rows to row ``row``'s sums."""
         raw = np.asarray(block, dtype=np.float64)
         centred = raw - self.shift
-        self.totals[row] += centred.sum(axis=0)
+        self.totals[row] += sign * centred.sum(axis=0)
         if self.squares is not None:
-            self.squares[row] += np.einsum("ij,ij->j", centred, centred)
-            self.active[row] += np.count_nonzero(raw > threshold, axis=0)
+            self.squares[row] += sign * np.einsum("ij,ij->j", centred, centred)
+            self.active[row] += sign * np.count_nonzero(raw > threshold, axis=0)
 
     def finish(self, sizes: np.ndarray, stats: Sequence[str]) -> dict[str, np.ndarray]:
         with np.errstate(invalid="ignore", divide="ignore"):
@@ -179,14 +207,20 @@ class _Accumulator:
 
 
 def aggregate_masks(activations: np.ndarray, masks: np.ndarray, *, stats: Sequence[str] = STATS,
-                    threshold: float = 0.0, chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> dict[str, np.ndarray]:
+                    threshold: float = 0.0, chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+                    method: str = "auto") -> dict[str, np.ndarray]:
     """Per-neuron statistics of K boolean masks over an instances x neurons array.
 
-    Reads ``activations`` (typically a memory map) in chunks of about ``chunk_bytes``: heap use
+    Reads ``activations`` (typically a memory map) in chunks of at most ``chunk_bytes``: heap use
     stays near ``chunk_bytes`` plus the K x neurons results whatever the array's size. When the
-    subsets are small together their rows are gathered; otherwise all share one pass.
+    subsets are small together their rows are gathered; otherwise all share one pass, which adds
+    each row once to its membership pattern's sums (``method="patterns"``, compiled) or multiplies
+    the K x chunk membership matrix with each chunk (``"matmul"``, BLAS). ``"auto"`` takes the
+    patterns unless their sums would outgrow the chunk budget (see benchmarks/bench_aggregation.py).
     """
     stats = _check_stats(stats)
+    if method not in METHODS:
+        raise SubsetError(f"Unknown aggregation method {method!r}; choose from {', '.join(METHODS)}.")
     masks = np.asarray(masks, dtype=bool)
     n, n_neurons = activations.shape
     if masks.ndim != 2 or masks.shape[1] != n:
@@ -203,63 +237,146 @@ def aggregate_masks(activations: np.ndarray, masks: np.ndarray, *, stats: Sequen
                 acc.add_rows(k, activations[index[lo:lo + rows_per_chunk]], threshold)
     elif n:
         nonempty = np.flatnonzero(sizes)
-        _full_pass(activations, masks[nonempty], nonempty, acc, threshold, chunk_bytes)
+        _full_pass(activations, masks[nonempty], nonempty, acc, threshold, chunk_bytes, method)
     return acc.finish(sizes, stats)
 
 
-def _full_pass(activations, masks, rows, acc: _Accumulator, threshold: float, chunk_bytes: int) -> None:
-    """One chunked pass over the array for the subsets in ``rows``: pattern kernel or dense S^T A."""
-    n, n_neurons = activations.shape
+def _full_pass(activations, masks, rows, acc: _Accumulator, threshold: float, chunk_bytes: int,
+               method: str) -> None:
+    """One chunked pass over the array for the subsets in ``rows``: pattern kernel or S^T A products."""
     pattern, members = _membership_patterns(masks)
     moments = acc.squares is not None
-    n_patterns = members.shape[1]
-    rows_per_chunk = max(1, int(chunk_bytes) // (n_neurons * 4))
-    convert = activations.dtype != np.float32
-    buffer = np.empty((min(rows_per_chunk, n), n_neurons), np.float32) if convert else None
+    n_neurons = activations.shape[1]
+    threads = max(1, min(_cpu_count(), len(pattern) // THREAD_ROWS))
+    pattern_bytes = threads * members.shape[1] * n_neurons * (12 * (3 if moments else 1) + 4)
+    if method == "auto":
+        method = "patterns" if pattern_bytes <= max(chunk_bytes, PATTERN_BYTES) else "matmul"
+    if method == "patterns":
+        _pattern_pass(activations, pattern, members, rows, acc, threshold, chunk_bytes)
+    else:
+        with _one_blas_thread():
+            _matmul_pass(activations, masks, pattern, rows, acc, threshold, chunk_bytes)
 
-    # pattern accumulators: float64 totals + float32 partials, 1 or 3 of each
-    use_kernel = n_patterns * n_neurons * 12 * (3 if moments else 1) <= max(chunk_bytes, PATTERN_BYTES)
-    if use_kernel:
-        kernel = _kernel()
-        shape = (n_patterns, n_neurons) if moments else (1, 1)
-        shifts = np.zeros((n_patterns, n_neurons), np.float32)
-        seen = np.zeros(n_patterns, np.bool_)
-        totals = np.zeros((n_patterns, n_neurons))
-        squares, active = np.zeros(shape), np.zeros(shape)
-        part_totals = np.zeros((n_patterns, n_neurons), np.float32)
-        part_squares, part_active = np.zeros(shape, np.float32), np.zeros(shape, np.float32)
-        touched = np.zeros(n_patterns, np.bool_)
-    for lo in range(0, n, rows_per_chunk):
-        hi = min(n, lo + rows_per_chunk)
-        chunk_pattern = pattern[lo:hi]
-        if not (chunk_pattern >= 0).any():
-            continue  # nobody here belongs to a requested subset: do not even read these rows
-        block = activations[lo:hi]
-        if convert:
-            np.copyto(buffer[: hi - lo], block, casting="unsafe")  # float16 -> float32 before any math
-            block = buffer[: hi - lo]
-        block = np.asarray(block).view()
-        block.flags.writeable = False  # one compiled signature for memory maps and buffers alike
-        if use_kernel:
-            kernel(block, chunk_pattern, np.float32(threshold), moments, FLUSH_ROWS, shifts, seen, totals,
-                   squares, active, part_totals, part_squares, part_active, touched)
-        else:  # float64: this path has no per-pattern shift to keep float32 sums of squares honest
-            membership = masks[:, lo:hi].astype(np.float64)
-            centred = block - acc.shift
-            acc.totals[rows] += membership @ centred
-            if moments:
-                acc.squares[rows] += membership @ np.square(centred)
-                acc.active[rows] += membership @ (block > threshold)
-    if use_kernel:
-        # re-centre each pattern's sums on the common shift (the parallel-variance identity), in
-        # float64, then add patterns into subsets: K x P membership times P x N pattern sums
-        counts = np.bincount(pattern[pattern >= 0], minlength=n_patterns).astype(np.float64)[:, None]
+
+def _chunks(pattern: np.ndarray, rows_per_chunk: int, start: int = 0, stop: int | None = None):
+    """(lo, hi) row ranges, skipping those where nobody belongs to a requested subset (never read)."""
+    stop = len(pattern) if stop is None else stop
+    for lo in range(start, stop, rows_per_chunk):
+        hi = min(stop, lo + rows_per_chunk)
+        if (pattern[lo:hi] >= 0).any():
+            yield lo, hi
+
+
+def _float32_rows(activations, lo: int, hi: int, buffer: np.ndarray) -> np.ndarray:
+    """Rows lo:hi as float32, converted into ``buffer`` (a cache-sized scratch) when stored narrower."""
+    block = activations[lo:hi]
+    if block.dtype == np.float32:
+        return np.asarray(block)
+    out = buffer[: hi - lo]
+    if block.dtype == np.float16 and block.flags.c_contiguous:
+        _kernel()[2](np.asarray(block).view(np.uint16), HALF_SCALES, out)
+    else:
+        np.copyto(out, block, casting="unsafe")
+    return out
+
+
+def _pattern_pass(activations, pattern, members, rows, acc: _Accumulator, threshold: float,
+                  chunk_bytes: int) -> None:
+    """Each row added once, to its membership pattern's sums; patterns then summed into subsets.
+
+    Large layers are split into contiguous row ranges summed side by side (the kernel releases
+    the GIL), each with its own pattern sums, added together at the end.
+    """
+    n = len(pattern)
+    n_threads = max(1, min(_cpu_count(), n // THREAD_ROWS))
+    bounds = np.linspace(0, n, n_threads + 1).astype(int)
+    parts = [(activations, pattern, members.shape[1], threshold, acc.squares is not None, chunk_bytes, lo, hi)
+             for lo, hi in zip(bounds[:-1], bounds[1:])]
+    _kernel()  # compiled (or loaded from numba's cache) once, before any thread needs it
+    if n_threads == 1:
+        results = [_pattern_sums(*parts[0])]
+    else:
+        with ThreadPoolExecutor(n_threads) as pool:
+            results = list(pool.map(lambda args: _pattern_sums(*args), parts))
+    # re-centre each pattern's sums on the common shift (the parallel-variance identity, in
+    # float64), then add patterns into subsets: K x P membership times P x (sums x neurons)
+    total = None
+    for sums, counts, shifts in results:
         offset = shifts - acc.shift
-        member_matrix = members.astype(np.float64)
-        acc.totals[rows] += member_matrix @ (totals + counts * offset)
+        counts = counts.astype(np.float64)[:, None]
+        if acc.squares is not None:
+            sums[:, 1] += (2 * sums[:, 0] + counts * offset) * offset
+        sums[:, 0] += counts * offset
+        total = sums if total is None else total + sums
+    with _one_blas_thread():
+        subset_sums = (members.astype(np.float64) @ total.reshape(len(total), -1)).reshape(len(rows), -1,
+                                                                                           total.shape[2])
+    acc.totals[rows] += subset_sums[:, 0]
+    if acc.squares is not None:
+        acc.squares[rows] += subset_sums[:, 1]
+        acc.active[rows] += subset_sums[:, 2]
+
+
+def _pattern_sums(activations, pattern, n_patterns: int, threshold: float, moments: bool, chunk_bytes: int,
+                  start: int, stop: int):
+    """Per pattern, over rows start:stop: float64 sums of d, d*d and x > threshold with d = x - the
+    pattern's first row here (P x 1 or 3 x neurons), row counts, and those first rows."""
+    n_neurons = activations.shape[1]
+    pattern_sums, flush_all, _ = _kernel()
+    rows_per_chunk = max(1, min(int(chunk_bytes), KERNEL_CHUNK_BYTES) // (n_neurons * 4))
+    buffer = np.empty((min(rows_per_chunk, stop - start), n_neurons), np.float32)
+    n_sums = 3 if moments else 1
+    partial = np.zeros((n_patterns, n_sums, n_neurons), np.float32)
+    sums = np.zeros((n_patterns, n_sums, n_neurons))
+    counts = np.zeros(n_patterns, np.int64)
+    shifts = np.zeros((n_patterns, n_neurons), np.float32)
+    scratch = np.empty(n_neurons, np.float32)
+    for lo, hi in _chunks(pattern, rows_per_chunk, start, stop):
+        block = _float32_rows(activations, lo, hi, buffer).view()
+        block.flags.writeable = False  # one compiled signature for memory maps and buffers alike
+        pattern_sums(block, pattern[lo:hi], np.float32(threshold), moments, FLUSH_ROWS, shifts, partial, counts,
+                     sums, scratch)
+    flush_all(partial, sums)
+    return sums, counts, shifts
+
+
+def _cpu_count() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def _one_blas_thread():
+    """Products of this size finish before BLAS threads are useful; on a busy machine they only spin."""
+    from threadpoolctl import threadpool_limits
+
+    return threadpool_limits(limits=1, user_api="blas")
+
+
+def _matmul_pass(activations, masks, pattern, rows, acc: _Accumulator, threshold: float, chunk_bytes: int) -> None:
+    """S^T A per chunk as matrix products (BLAS): the chunk x K membership matrix, transposed, times
+    the centred chunk and its square (float64: without per-pattern shifts, float32 sums of squares
+    would cancel for a tight subset) and times the (x > threshold) indicator (float32: exact counts)."""
+    n_neurons = activations.shape[1]
+    moments = acc.squares is not None
+    rows_per_chunk = max(1, min(int(chunk_bytes), KERNEL_CHUNK_BYTES * 4) // (n_neurons * 8))
+    shape = (min(rows_per_chunk, len(pattern)), n_neurons)
+    centred, square = np.empty(shape), np.empty(shape)
+    indicator = np.empty(shape, np.float32)
+    membership, membership32 = np.empty((len(masks), shape[0])), np.empty((len(masks), shape[0]), np.float32)
+    for lo, hi in _chunks(pattern, rows_per_chunk):
+        block = activations[lo:hi]
+        m, c = membership[:, : hi - lo], centred[: hi - lo]
+        np.copyto(m, masks[:, lo:hi])
+        np.subtract(block, acc.shift, out=c)
+        acc.totals[rows] += m @ c
         if moments:
-            acc.squares[rows] += member_matrix @ (squares + 2 * offset * totals + counts * offset ** 2)
-            acc.active[rows] += member_matrix @ active
+            acc.squares[rows] += m @ np.square(c, out=square[: hi - lo])
+            m32, i32 = membership32[:, : hi - lo], indicator[: hi - lo]
+            np.copyto(m32, m)
+            np.greater(block, np.float32(threshold), out=i32, casting="unsafe")
+            acc.active[rows] += m32 @ i32
 
 
 def _check_stats(stats) -> tuple[str, ...]:

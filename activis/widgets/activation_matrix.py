@@ -2,11 +2,24 @@
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import traitlets
 from ipywidgets import widget_serialization
 
-from ..subsets import STATS, Subset, SubsetError, Subsets, checked_indices, cluster_neurons, sort_neurons
+from ..analysis import sorted_unique
+from ..subsets import (
+    STATS,
+    Aggregate,
+    RunningAggregate,
+    Subset,
+    SubsetError,
+    Subsets,
+    checked_indices,
+    cluster_neurons,
+    sort_neurons,
+)
 from ._arrays import array_serialization
 from ._base import Choice, View, bundle
 from .errors import ViewError, check_index, check_layer, check_store, unknown
@@ -18,6 +31,7 @@ ORDER_MODES = ("index", "sort", "cluster")
 # Selection (hovering a row lights up its instances elsewhere without the kernel); beyond this,
 # hovered_indices in Python is the link
 MEMBERS_LIMIT = 4_000_000
+_VERSIONS = itertools.count()
 
 
 class ActivationMatrix(View):
@@ -84,7 +98,9 @@ class ActivationMatrix(View):
             raise ViewError(f"subsets= is a Subsets of this store (activis.Subsets(store)), not "
                             f"{type(subsets).__name__}.")
         self._subsets = subsets if subsets is not None else Subsets(store)
-        self._custom: dict[str, tuple[str, Subset]] = {}
+        # key -> (label, sorted unique indices, a number that changes with them)
+        self._custom: dict[str, tuple[str, np.ndarray, int]] = {}
+        self._running: dict[str, tuple[tuple, RunningAggregate]] = {}  # their sums, kept between updates
         self._aggregate = None
         layers = list(store.layers)
         if not layers:
@@ -105,6 +121,7 @@ class ActivationMatrix(View):
         self.observe(self._on_hovered_row, names=["hovered_row"])
         self.observe(self._refresh_members, names=["shared_selection"])
         self._members_signature = None
+        self._members_of: dict[tuple, np.ndarray] = {}  # (row key, instances, definition) -> its members
         self._refresh_values()
 
     def close(self) -> None:
@@ -148,8 +165,8 @@ class ActivationMatrix(View):
         if not isinstance(key, str) or not key or is_reserved(key):
             raise ViewError(f"Row key {key!r} must be a non-empty string not starting with "
                              f"{SUBSET_PREFIX!r} or {INSTANCE_PREFIX!r}.")
-        indices = checked_indices(indices, self._store.n_instances)
-        self._custom[key] = (str(label), Subset.from_indices(indices))
+        indices = sorted_unique(checked_indices(indices, self._store.n_instances))
+        self._custom[key] = (str(label), indices, next(_VERSIONS))
         if key in self.row_keys:
             self._refresh_values()
         else:
@@ -186,7 +203,7 @@ class ActivationMatrix(View):
     def _row_subset(self, key: str) -> Subset:
         """The definition behind a row key; a clear error for anything unknown."""
         if key in self._custom:
-            return self._custom[key][1]
+            return Subset.from_indices(self._custom[key][1])
         if subset_of(key) is not None:
             return self._subsets[subset_of(key)]
         if key.startswith(INSTANCE_PREFIX):
@@ -198,8 +215,9 @@ class ActivationMatrix(View):
 
     def _row_meta(self, key: str, size: int) -> dict:
         if key in self._custom:
-            label, subset = self._custom[key]
-            return {"key": key, "label": label, "kind": "indices", "size": size, "description": subset.describe()}
+            label, indices, _ = self._custom[key]
+            return {"key": key, "label": label, "kind": "indices", "size": size,
+                    "description": f"{len(indices):,} chosen instance{'s' if len(indices) != 1 else ''}"}
         name = subset_of(key)
         if name is not None:
             return {"key": key, "label": name, "kind": "subset", "size": size,
@@ -220,7 +238,8 @@ class ActivationMatrix(View):
         valid, errors = [], []
         for key in dict.fromkeys(self.row_keys):
             try:
-                self._row_subset(key)
+                if key not in self._custom:
+                    self._row_subset(key)
                 valid.append(key)
             except (KeyError, IndexError, SubsetError) as exc:
                 errors.append(str(exc).strip("'\""))
@@ -240,8 +259,7 @@ class ActivationMatrix(View):
 
     def _refresh_values(self, change=None) -> None:
         keys = list(self.row_keys)
-        aggregate = self._subsets.aggregate(self.layer, [self._row_subset(k) for k in keys], stats=STATS,
-                                            threshold=self.threshold)
+        aggregate = self._aggregate_rows(keys)
         self._aggregate = aggregate
         n_neurons = self._store.layer_spec(self.layer).neurons
         with self.hold_sync():
@@ -255,21 +273,66 @@ class ActivationMatrix(View):
         self._on_selected_row()
         self._on_hovered_row()
 
+    def _aggregate_rows(self, keys: list[str]) -> Aggregate:
+        """All three statistics of these rows: subsets and instances through the (cached) Subsets,
+        index rows (a brush) through their running sums, which read only the rows that changed."""
+        plain = [k for k in keys if k not in self._custom]
+        aggregate = self._subsets.aggregate(self.layer, [self._row_subset(k) for k in plain], stats=STATS,
+                                            threshold=self.threshold)
+        for key in set(self._running) - set(keys):
+            del self._running[key]  # a removed row's sums
+        if len(plain) == len(keys):
+            return aggregate
+        activations = self._store.activations(self.layer)
+        state = (self.layer, len(activations), float(self.threshold))
+        stats = {s: [] for s in STATS}
+        names, sizes = [], []
+        for key in keys:
+            if key in self._custom:
+                label, indices, _ = self._custom[key]
+                kept_state, running = self._running.get(key, (None, None))
+                if kept_state != state:
+                    running = RunningAggregate(activations, self.threshold, chunk_bytes=self._subsets.chunk_bytes)
+                    self._running[key] = (state, running)
+                row = running.update(indices)
+                names.append(label)
+                sizes.append(len(indices))
+            else:
+                k = plain.index(key)
+                row = {s: aggregate[s][k] for s in STATS}
+                names.append(aggregate.names[k])
+                sizes.append(aggregate.sizes[k])
+            for s in STATS:
+                stats[s].append(row[s])
+        values = {s: np.stack(v).astype(np.float32) for s, v in stats.items()}
+        return Aggregate(layer=self.layer, names=names, sizes=np.array(sizes, np.int64),
+                         threshold=float(self.threshold), **values)
+
+    def _row_indices(self, key: str) -> np.ndarray:
+        if key in self._custom:
+            return self._custom[key][1]
+        return self._subsets.indices(self._row_subset(key))
+
     def _refresh_members(self, change=None) -> None:
-        keys = list(self.row_keys)
-        subsets = [self._row_subset(k) for k in keys] if self.shared_selection is not None else []
-        signature = (self.shared_selection is not None, self._store.n_instances, *(s.key for s in subsets))
+        keys = list(self.row_keys) if self.shared_selection is not None else []
+        n = self._store.n_instances
+        row_ids = [(k, n, self._custom[k][2] if k in self._custom else self._row_subset(k).key) for k in keys]
+        signature = (self.shared_selection is not None, *row_ids)
         if signature == self._members_signature:
             return  # unchanged rows: do not resend what the browser holds
         self._members_signature = signature
-        parts = [self._subsets.indices(s) for s in subsets]
+        # a brush changes one row: the others' members are not looked up again
+        known = self._members_of
+        self._members_of = {row: known[row] if row in known else self._row_indices(row[0]).astype(np.int32)
+                            for row in row_ids}
+        parts = [self._members_of[row] for row in row_ids]
         if not parts or sum(map(len, parts)) > MEMBERS_LIMIT:
             self.row_members = self.row_offsets = None
             return
         offsets = np.zeros(len(parts) + 1, np.int32)
         offsets[1:] = np.cumsum([len(p) for p in parts])
         with self.hold_sync():
-            self.row_members = np.concatenate(parts).astype(np.int32)
+            self.row_members = np.concatenate(parts)
             self.row_offsets = offsets
 
     def _refresh_order(self, change=None) -> None:
@@ -284,7 +347,7 @@ class ActivationMatrix(View):
     def _indices_of(self, key: str) -> np.ndarray:
         if not key or key not in self.row_keys:
             return np.zeros(0, np.int32)
-        return self._subsets.indices(self._row_subset(key)).astype(np.int32)
+        return self._row_indices(key).astype(np.int32)
 
     @traitlets.validate("layer")
     def _valid_layer(self, proposal):

@@ -11,6 +11,9 @@ the whole set's.
 
 from __future__ import annotations
 
+import asyncio
+import threading
+
 import numpy as np
 import pandas as pd
 import traitlets
@@ -20,7 +23,7 @@ from ..evaluation import EvaluationError, evaluate
 from ..evaluation.classification import score_range
 from ..evaluation.inputs import Outcomes, outcomes
 from ._arrays import array_serialization
-from ._base import View, bundle
+from ._base import View, bundle, kernel_loop
 from .colours import palette
 from .errors import ViewError
 from .selection import EVALUATION, Selection, as_indices
@@ -89,7 +92,11 @@ class EvaluationPanel(View):
     shared_selection = traitlets.Instance(Selection, allow_none=True).tag(sync=True, **widget_serialization)
 
     def __init__(self, source=None, *, labels=None, scores=None, subset=None, class_names=None,
-                 selection: Selection | None = None, focus=None, threshold: float | None = None, **kwargs):
+                 selection: Selection | None = None, focus=None, threshold: float | None = None,
+                 background: bool = False, **kwargs):
+        """``background=True``: the curves, the per-class table and its DeLong intervals (passes over
+        every instance, many seconds on a million) are computed in a thread after the constructor
+        returns; the page shows the score distributions and the confusion counts at once."""
         self._out: Outcomes = outcomes(source, labels=labels, scores=scores, subset=subset, class_names=class_names)
         if self._out.labels.size == 0:
             raise EvaluationError("nothing to evaluate: no instance with a known label and finite scores")
@@ -100,10 +107,17 @@ class EvaluationPanel(View):
         super().__init__(class_names=[str(n) for n in names], colours=palette(len(names)),
                          focus=focus, score_domain=[lo, hi],
                          threshold=(lo + hi) / 2 if threshold is None else float(threshold), **kwargs)
-        self._send_all()
+        self._ready = not background
+        self._compare_pending = False
+        if background:
+            self._send_instances()
+        else:
+            self._send_all()
         self.shared_selection = selection if selection is not None else Selection()
         self._watched: Selection | None = None
         self._follow(None)
+        if background:
+            run_in_background(self._compute_in_background)
         self.observe(self._follow, "shared_selection")
         self.observe(lambda _c: self._send_focus(), "focus")
         self.observe(lambda _c: self._compare(), "threshold")
@@ -152,7 +166,33 @@ class EvaluationPanel(View):
         return indices
 
     # ---------------------------------------------------------------- data for the page
+    def _compute_in_background(self) -> None:
+        """The passes over every instance, in a thread; their results are sent from the kernel's loop."""
+        curves = self._curves()
+        self._base.per_class  # noqa: B018 - its DeLong intervals computed (and cached) here, off the kernel's thread
+        loop = kernel_loop()
+        if loop is not None:
+            loop.add_callback(self._background_done, curves)
+        else:
+            self._background_done(curves)
+
+    def _background_done(self, curves: dict) -> None:
+        if self.comm is None:
+            return  # closed meanwhile
+        self._ready = True
+        with self.hold_sync():
+            for key, value in curves.items():
+                setattr(self, key, value)
+            self._send_focus()
+
     def _send_all(self) -> None:
+        with self.hold_sync():
+            for key, value in self._curves().items():
+                setattr(self, key, value)
+            self._send_instances()
+
+    def _curves(self) -> dict:
+        """ROC and PR of every class and the micro average (thinned), and the reliability curve."""
         e = self._base
         k = self._out.n_classes
         rocs, prs = [], []
@@ -167,11 +207,13 @@ class EvaluationPanel(View):
         roc, roc_offsets = _pack(rocs)
         pr, pr_offsets = _pack(prs)
         curve = e.reliability()
+        return {"roc": roc, "roc_offsets": roc_offsets, "pr": pr, "pr_offsets": pr_offsets,
+                "reliability": curve[["confidence", "frequency", "count"]].to_numpy(np.float64)}
+
+    def _send_instances(self) -> None:
         with self.hold_sync():
             self.index = self._out.indices.astype(np.int32)
             self.label = self._out.labels.astype(np.int32)
-            self.roc, self.roc_offsets, self.pr, self.pr_offsets = roc, roc_offsets, pr, pr_offsets
-            self.reliability = curve[["confidence", "frequency", "count"]].to_numpy(np.float64)
             self._send_focus()
 
     def _send_focus(self) -> None:
@@ -181,6 +223,8 @@ class EvaluationPanel(View):
         with self.hold_sync():
             self.score = scores[:, self.focus].astype(np.float32)
             self.other = np.argmax(others, axis=1).astype(np.int32)
+            if not self._ready:
+                return  # the tables come with the curves
             summary, per_class = self._tables(self.evaluation())
             self.summary_names = [k for k in SUMMARY_KEYS if k in summary]
             self.summary = np.array([summary[k] for k in self.summary_names], np.float64)
@@ -205,7 +249,29 @@ class EvaluationPanel(View):
         sel = self.shared_selection
         if sel.brush_source != SOURCE and sel.brush is not None:  # another view's brush replaced ours
             self.selected_cell, self.selected_range = [], []
-        self._compare()
+        self._compare_soon()
+
+    def _compare_soon(self) -> None:
+        """Compare once the kernel has answered the message that changed the selection.
+
+        A brush reaches every view from one message; the matrix row and the instance panel are
+        what the user watches, so in a kernel (a running event loop) this panel's metrics come
+        after their answers have left, and several changes in one message are compared once.
+        Without an event loop (a script) the comparison is immediate.
+        """
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self._compare()
+            return
+        if not self._compare_pending:
+            self._compare_pending = True
+            loop.call_soon(self._compare_pending_now)
+
+    def _compare_pending_now(self) -> None:
+        self._compare_pending = False
+        if self.comm is not None:  # not closed meanwhile
+            self._compare()
 
     def _compared(self) -> tuple[str, np.ndarray | None]:
         """The selection made elsewhere: another view's brush, else the active subset."""
@@ -220,6 +286,8 @@ class EvaluationPanel(View):
         return "", None
 
     def _compare(self) -> None:
+        if not self._ready:
+            return  # compared once the whole set's tables are there
         label, indices = self._compared()
         empty = {"compared_label": "", "compared_n": 0, "compared_summary": None, "compared_class_metrics": None,
                  "compared_roc": None}
@@ -254,6 +322,11 @@ class EvaluationPanel(View):
             self._watched.unobserve(self._on_shared, ["brush", "brush_source", "subset_indices", "subset"])
             self._watched = None
         super().close()
+
+
+def run_in_background(work) -> None:
+    """Start ``work`` in a daemon thread (a module function, so that tests can see what was deferred)."""
+    threading.Thread(target=work, name="activis-evaluation", daemon=True).start()
 
 
 def evaluation_panel_for(store, selection: Selection, **kwargs) -> EvaluationPanel | None:

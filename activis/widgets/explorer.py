@@ -83,7 +83,8 @@ class Explorer(widgets.VBox):
         self.subset_panel = SubsetPanel(self.subsets, height=380)
         self.slice_suggestions = SliceSuggestions(self.subsets, layer=layer, height=300)
         self.why = MisclassificationView(store, layer, height=300)
-        self.evaluation = evaluation_panel_for(store, self.selection, height=600)  # None without labels
+        # None without labels; its curves and intervals (passes over every instance) come after the first frame
+        self.evaluation = evaluation_panel_for(store, self.selection, height=600, background=True)
         self.status = widgets.Label("")
         for view in (self.matrix, self.projection, self.instances, self.why):
             view.shared_selection = self.selection  # hovers and the active subset travel in the browser

@@ -160,6 +160,8 @@ class ProjectionView(View):
     stage = traitlets.Unicode("").tag(sync=True)
     progress = traitlets.Float(0.0).tag(sync=True)
     error = traitlets.Unicode("").tag(sync=True)
+    # how the shown layout was made when that is not the plain method (a UMAP fitted on a sample)
+    note = traitlets.Unicode("").tag(sync=True)
 
     selected_indices = traitlets.Any(None).tag(sync=True, **array_serialization)
     highlighted_indices = traitlets.Any(None).tag(sync=True, **array_serialization)
@@ -294,7 +296,7 @@ class ProjectionView(View):
             self._job = job
             self.n_neurons = int(self._store.activations(self.layer).shape[1])
             self.error = ""
-            self.shown_method = ""
+            self.shown_method = self.note = ""
             self._unsubscribe = job.on_change(self._on_job)  # already subscribed: just the unsubscriber
         self._on_job(job)
 
@@ -316,6 +318,7 @@ class ProjectionView(View):
                 if job.status == "done" and self.shown_method != job.method:
                     self.positions = job.positions
                     self.shown_method = job.method
+                    self.note = _layout_note(job.info)
                 elif job.preview is not None and not self.shown_method:
                     self.positions = job.preview
                     self.shown_method = "pca"
@@ -359,6 +362,13 @@ class ProjectionView(View):
         skip = {"label", "pred", "label_name", "pred_name", "confidence", "correct"}
         fields += [[str(c), _short(row[c])] for c in row.index if c not in skip]
         self.hover_details = {"index": int(index), "fields": fields}
+
+
+def _layout_note(info: dict) -> str:
+    if "fitted_on" not in info:
+        return ""
+    return (f"fitted on {info['fitted_on']:,} sampled points; the other {info['placed']:,} placed by their "
+            "nearest sampled neighbours")
 
 
 def _short(value, limit: int = 80) -> str:

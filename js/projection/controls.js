@@ -162,6 +162,7 @@ export function statusText(model, n, selectedCount) {
   } else if (shown) {
     parts.push(METHOD_LABELS[shown] || shown);
   }
+  if (shown === method && model.get("note")) parts.push(model.get("note"));
   const error = model.get("error");
   let message = "";
   if (error) message = error;
