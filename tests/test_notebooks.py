@@ -179,6 +179,8 @@ def check_training_timeline(ran):
     assert "per epoch: (4, 1319, 10)" in ran.text("read_dynamics(")
     panel = ran.view("CockpitPanel(cockpit)")
     np.testing.assert_array_equal(panel["steps"], np.arange(84))
+    assert "easy to learn" in ran.text("dm = run.data_map()")
+    assert "(10, (1797, 2)," in ran.text("layouts = activis.aligned_projection(")
 
 
 CHECKS = {"quickstart.ipynb": check_quickstart, "tabular_subsets.ipynb": check_tabular_subsets,
