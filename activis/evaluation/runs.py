@@ -18,6 +18,10 @@ _SETTINGS = ("batch_size", "lr", "eval/n")
 
 
 def _logs(runs) -> dict[str, CockpitLog]:
+    if isinstance(runs, (str, bytes)) or not isinstance(runs, Iterable) or hasattr(runs, "log") \
+            or isinstance(runs, CockpitLog):
+        raise EvaluationError("compare_runs takes several runs: a list of folders, CockpitLogs or Cockpits, or a "
+                              f"mapping name -> run, not one {type(runs).__name__} (wrap it: [run])")
     items = runs.items() if isinstance(runs, Mapping) else ((None, r) for r in runs)
     logs: dict[str, CockpitLog] = {}
     for name, run in items:
@@ -103,13 +107,24 @@ class RunComparison:
         """The first step both runs reached where any shared reading (settings such as the learning rate
         left out) differs by more than the tolerance (None: they never part over their common steps)."""
         for name in (a, b):
-            if name not in self.logs:
+            if not isinstance(name, str) or name not in self.logs:
                 raise EvaluationError(f"unknown run {name!r}; runs: {', '.join(self.logs)}")
+        for name, value in (("rtol", rtol), ("atol", atol)):
+            if isinstance(value, bool) or not isinstance(value, (int, float, np.number)) or not value >= 0 \
+                    or not np.isfinite(value):
+                raise EvaluationError(f"{name} is a tolerance, a number 0 or more, not {value!r}")
         fa, fb = self.logs[a].frame(), self.logs[b].frame()
+        metrics = [metrics] if isinstance(metrics, str) else metrics
         names = list(metrics) if metrics is not None else [c for c in self.series() if c not in _SETTINGS]
         steps = fa.index.intersection(fb.index)
         if not len(steps) or not names:
             return None
+        numeric = [c for c in fa.columns if c in fb.columns and fa[c].dtype.kind in "fiub"
+                   and fb[c].dtype.kind in "fiub"]
+        unknown = [m for m in names if m not in numeric]
+        if unknown:
+            raise EvaluationError(f"metrics {', '.join(map(repr, unknown))} are not numeric series both runs "
+                                  f"log; shared: {', '.join(map(str, numeric)) or 'none'}")
         x = fa.loc[steps, names].to_numpy(np.float64)
         y = fb.loc[steps, names].to_numpy(np.float64)
         both = np.isfinite(x) & np.isfinite(y)
