@@ -862,3 +862,23 @@ def test_a_feature_map_of_unknown_layout_asks_for_layout(tmp_path):
         run(Undecidable(), x, tmp_path / "s", layers=["relu"])
     store = run(Undecidable(), x, tmp_path / "t", layers=["relu"], layout={"relu": "channels_last"})
     assert store.layer_spec("relu").neurons == 3 and store.layer_spec("relu").layout == "channels_last"
+
+
+def test_metadata_names_the_store_uses_are_kept_as_meta_columns_like_write_store_does(tmp_path):
+    """capture and write_store share the store's metadata checks: a column named `index` (what
+    df.reset_index() makes) is read as meta_index, with a warning; repeated or unstorable columns are
+    refused before any batch runs."""
+    from activis.store import StoreWarning
+    model, x = zoo.mlp(), torch.randn(30, 20)
+    meta = pd.DataFrame({"v": range(30)}).reset_index()
+    with pytest.warns(StoreWarning, match=r"'index' \(read as 'meta_index'\)"):
+        store = capture(model, x, tmp_path / "s", metadata=meta, progress=False)
+    assert store.instances["meta_index"].tolist() == list(range(30)) and "index" not in store.instances
+    repeated = pd.DataFrame([[1, 2]] * 30, columns=[1, "1"])
+    with pytest.raises(CaptureError, match=r"more than one column named '1'"):
+        capture(model, x, tmp_path / "r", metadata=repeated, progress=False)
+    assert not (tmp_path / "r").exists()
+    mixed = pd.DataFrame({"m": [1, "a"] * 15})
+    with pytest.raises(CaptureError, match=r"metadata cannot be kept as Parquet.*one kind of value"):
+        capture(model, x, tmp_path / "m", metadata=mixed, progress=False)
+    assert not (tmp_path / "m").exists()

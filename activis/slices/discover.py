@@ -152,18 +152,9 @@ def discover_slices(store, layer: str | None = None, *, columns: Sequence[str] |
     ``stop.is_set()``, and says so; ``progress(fraction, message)`` is called as it goes. Slices are
     ranked by ``rank_by``: "significance" (adjusted p-value: the surest failures first) or "score".
     """
+    _check_arguments(locals())
     started = time.perf_counter()
     deadline = started + float(time_limit)
-    if correction not in CORRECTIONS:
-        raise SliceError(f"Unknown correction {correction!r}; one of {', '.join(CORRECTIONS)}.")
-    if rank_by not in RANKINGS:
-        raise SliceError(f"Unknown rank_by {rank_by!r}; one of {', '.join(RANKINGS)}.")
-    if not 0 < alpha < 1:
-        raise SliceError(f"alpha must lie in (0, 1), got {alpha!r}.")
-    if not 0 < error_weight <= 1:
-        raise SliceError(f"error_weight must lie in (0, 1], got {error_weight!r}.")
-    if int(max_level) < 1 or int(top_k) < 1 or int(n_bins) < 2:
-        raise SliceError("max_level and top_k must be at least 1, n_bins at least 2.")
     n_all = store.n_instances
     if n_all == 0:
         raise SliceError(f"The store {store.path} has no instances yet: capture some before looking for slices.")
@@ -228,6 +219,38 @@ def discover_slices(store, layer: str | None = None, *, columns: Sequence[str] |
     say(1.0, f"{len(report.slices)} slice(s) found")
     report.seconds = time.perf_counter() - started
     return report
+
+
+def _check_arguments(given: dict) -> None:
+    """Every argument of `discover_slices` checked before any work, each error naming it and its choices."""
+    if not hasattr(given["store"], "instances") or not hasattr(given["store"], "n_instances"):
+        raise SliceError(f"discover_slices searches a store (open_store(path)), not {type(given['store']).__name__}.")
+    for name, choices in (("correction", CORRECTIONS), ("rank_by", RANKINGS)):
+        if not isinstance(given[name], str) or given[name] not in choices:
+            raise SliceError(f"Unknown {name} {given[name]!r}; one of {', '.join(choices)}.")
+    for name, low, high, closed in (("alpha", 0, 1, False), ("error_weight", 0, 1, True),
+                                    ("max_overlap", 0, 1, True), ("time_limit", 0, math.inf, False)):
+        value = given[name]
+        number = isinstance(value, (int, float, np.number)) and not isinstance(value, (bool, np.bool_))
+        if not number or math.isnan(value) or not (low < value < high or (closed and value == high)):
+            raise SliceError(f"{name} must lie in ({low}, {high}{']' if closed else ')'}, got {value!r}.")
+    for name, least in (("top_k", 1), ("max_level", 1), ("n_bins", 2), ("pca_dims", 1), ("max_candidates", 1),
+                        ("min_support", 1), ("n_components", 1), ("seed", 0)):
+        value = given[name]
+        if value is None and name in ("min_support", "n_components"):
+            continue
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or value < least:
+            raise SliceError(f"{name} is a whole number of at least {least}, not {value!r}.")
+    for name in ("significant_only", "drop_redundant"):
+        if not isinstance(given[name], (bool, np.bool_)):
+            raise SliceError(f"{name} is True or False, not {given[name]!r}.")
+    if given["progress"] is not None and not callable(given["progress"]):
+        raise SliceError(f"progress= is a function progress(fraction, message), not {given['progress']!r}.")
+    if given["stop"] is not None and not callable(getattr(given["stop"], "is_set", None)):
+        raise SliceError(f"stop= is a threading.Event (anything with is_set()), not {given['stop']!r}.")
+    layer = given["layer"]
+    if layer is not None and not isinstance(layer, str):
+        raise SliceError(f"layer= is the name of a captured layer (or None), not {layer!r}.")
 
 
 def _metric(store, table: pd.DataFrame, metric) -> tuple[np.ndarray, str]:
