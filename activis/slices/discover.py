@@ -221,6 +221,32 @@ def discover_slices(store, layer: str | None = None, *, columns: Sequence[str] |
     return report
 
 
+def check_options(options) -> dict:
+    """``discover_slices`` keyword arguments given ahead of a search (a view's ``options=``), checked now:
+    unknown names and bad values are refused before any search starts."""
+    import inspect
+
+    parameters = inspect.signature(discover_slices).parameters
+    allowed = [k for k in parameters if k not in ("store", "layer", "progress", "stop")]
+    if options is None:
+        return {}
+    if not isinstance(options, dict):
+        raise SliceError(f"options= is a dict of discover_slices arguments ({', '.join(allowed)}), "
+                         f"not {type(options).__name__}.")
+    unknown = [k for k in options if k not in allowed]
+    if unknown:
+        raise SliceError(f"Unknown option(s) {', '.join(map(repr, unknown))}; discover_slices takes "
+                         f"{', '.join(allowed)}.")
+    given = {k: p.default for k, p in parameters.items()}
+    given.update(store=_AnyStore, layer=None, progress=None, stop=None, **options)
+    _check_arguments(given)
+    return dict(options)
+
+
+class _AnyStore:  # stands for the store while options are checked without one
+    instances = n_instances = None
+
+
 def _check_arguments(given: dict) -> None:
     """Every argument of `discover_slices` checked before any work, each error naming it and its choices."""
     if not hasattr(given["store"], "instances") or not hasattr(given["store"], "n_instances"):
