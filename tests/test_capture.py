@@ -864,16 +864,18 @@ def test_a_feature_map_of_unknown_layout_asks_for_layout(tmp_path):
     assert store.layer_spec("relu").neurons == 3 and store.layer_spec("relu").layout == "channels_last"
 
 
-def test_metadata_names_the_store_uses_are_kept_as_meta_columns_like_write_store_does(tmp_path):
-    """capture and write_store share the store's metadata checks: a column named `index` (what
-    df.reset_index() makes) is read as meta_index, with a warning; repeated or unstorable columns are
-    refused before any batch runs."""
+def test_metadata_is_checked_as_write_store_checks_it_before_any_batch_runs(tmp_path):
+    """capture and write_store share the store's metadata checks, made before any batch runs: a column
+    named like one the store makes is read as meta_<name>, with a warning; one named `index` (what
+    df.reset_index() makes: the row number in a query), repeated or unstorable columns are refused."""
     from activis.store import StoreWarning
     model, x = zoo.mlp(), torch.randn(30, 20)
-    meta = pd.DataFrame({"v": range(30)}).reset_index()
-    with pytest.warns(StoreWarning, match=r"'index' \(read as 'meta_index'\)"):
-        store = capture(model, x, tmp_path / "s", metadata=meta, progress=False)
-    assert store.instances["meta_index"].tolist() == list(range(30)) and "index" not in store.instances
+    with pytest.warns(StoreWarning, match=r"'label' \(read as 'meta_label'\)"):
+        store = capture(model, x, tmp_path / "s", metadata={"label": range(30)}, progress=False)
+    assert store.instances["meta_label"].tolist() == list(range(30))
+    with pytest.raises(CaptureError, match=r"column named 'index'.*row number"):
+        capture(model, x, tmp_path / "i", metadata=pd.DataFrame({"v": range(30)}).reset_index(), progress=False)
+    assert not (tmp_path / "i").exists()
     repeated = pd.DataFrame([[1, 2]] * 30, columns=[1, "1"])
     with pytest.raises(CaptureError, match=r"more than one column named '1'"):
         capture(model, x, tmp_path / "r", metadata=repeated, progress=False)

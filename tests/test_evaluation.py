@@ -158,7 +158,9 @@ def test_store_and_subset(tmp_path):
     labels[:5] = -1  # unknown labels are left out
     store = write_store(tmp_path / "s", {"h": rng.normal(size=(400, 4)).astype(np.float32)}, labels=labels,
                         outputs=logits.astype(np.float32), class_names=["cat", "dog", "<b>x</b>"])
-    e = evaluate(store)
+    from activis.evaluation import EvaluationWarning
+    with pytest.warns(EvaluationWarning, match=r"5 of 400 instances have no label \(-1\) and are left out"):
+        e = evaluate(store)
     assert e.n == 395 and e.per_class.index.tolist() == ["cat", "dog", "<b>x</b>"]
     sub = evaluate(store, subset=np.arange(100, 200))
     assert sub.n == 100 and sub.outcomes.indices.tolist() == list(range(100, 200))

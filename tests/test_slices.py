@@ -377,18 +377,24 @@ def test_one_column_that_fails_is_skipped_with_a_warning(tmp_path, monkeypatch):
     assert "age > 60" in report[0].description or jaccard(report[0].members, inside) >= 0.5
 
 
-def test_a_metadata_column_named_index_is_reachable_as_meta_index_everywhere(tmp_path):
-    """`index` is the row number in a query (what df.reset_index() makes would otherwise shadow or
-    be shadowed by it): the store keeps such a column, says so, and every module reads it as meta_index."""
+def test_a_metadata_column_named_index_is_refused_and_one_written_elsewhere_reads_as_meta_index(tmp_path):
+    """`index` is the row number in a query: a new store refuses a metadata column of that name (what
+    df.reset_index() makes), and a store written elsewhere with one opens with it as meta_index, which
+    subsets and slices then read exactly."""
     rng = np.random.default_rng(0)
     n = 600
     meta = pd.DataFrame({"v": rng.integers(0, 5, n)}, index=rng.permutation(n)).reset_index()  # an 'index' column
     labels = rng.integers(0, 3, n)
     wrong = rng.random(n) < np.where(meta["index"].to_numpy() >= 450, 0.7, 0.05)
     outputs = np.eye(3, dtype=np.float32)[np.where(wrong, (labels + 1) % 3, labels)] * 4
-    with pytest.warns(activis.store.StoreWarning, match=r"'index' \(read as 'meta_index'\).*row number"):
-        store = write_store(tmp_path / "s", {"fc": np.zeros((n, 2), np.float32)}, labels=labels,
-                            outputs=outputs, metadata=meta)
+    with pytest.raises(activis.StoreError, match=r"column named 'index'.*row number.*rename it.*reset_index"):
+        write_store(tmp_path / "s", {"fc": np.zeros((n, 2), np.float32)}, labels=labels, outputs=outputs,
+                    metadata=meta)
+    assert not (tmp_path / "s").exists()
+    store = write_store(tmp_path / "s", {"fc": np.zeros((n, 2), np.float32)}, labels=labels, outputs=outputs,
+                        metadata=meta.rename(columns={"index": "original"}))
+    meta.to_parquet(tmp_path / "s" / "metadata.parquet", index=False)  # as another tool would have written it
+    store = activis.open_store(tmp_path / "s")
     table = store.instances
     assert "index" not in table.columns and (table["meta_index"].to_numpy() == meta["index"].to_numpy()).all()
     subsets = activis.Subsets(store)
@@ -397,3 +403,11 @@ def test_a_metadata_column_named_index_is_reachable_as_meta_index_everywhere(tmp
     report = discover_slices(store)
     assert report[0].predicates[0].startswith("meta_index >")
     np.testing.assert_array_equal(np.flatnonzero(subsets.mask(report[0].definition)), report[0].members)
+
+
+def test_a_metric_with_missing_values_is_refused_not_narrowed(tmp_path):
+    store, _ = make_store(tmp_path)
+    metric = np.ones(store.n_instances)
+    metric[::7] = np.nan
+    with pytest.raises(SliceError, match=r"metric= is NaN or infinite for 286 labelled instance\(s\) \(instances 0, 7"):
+        discover_slices(store, metric=metric)

@@ -17,7 +17,11 @@ class EvaluationError(ValueError):
     """Labels and scores that cannot be evaluated (mismatched, one class only, unknown class...)."""
 
 
-class NonFiniteScoresWarning(UserWarning):
+class EvaluationWarning(UserWarning):
+    """Instances left out of an evaluation (no label) or counted in a way the caller chose."""
+
+
+class NonFiniteScoresWarning(EvaluationWarning):
     """Some instances' scores are NaN or infinite: how they were counted (see ``nonfinite=``)."""
 
 
@@ -80,11 +84,12 @@ def outcomes(source=None, *, labels=None, scores=None, subset=None, class_names=
              nonfinite: str = "wrong") -> Outcomes:
     """Resolve a store (optionally a subset: indices, a boolean mask or a `Subset`) or label/score arrays.
 
-    Instances with an unknown label (-1) are left out. An instance whose scores hold a NaN or an
-    infinity is a failure of the model, and ``nonfinite`` says how it counts: ``"wrong"`` (default)
-    keeps it as misclassified and ranked last (its own class gets the lowest score seen, every other
-    class the highest), ``"drop"`` leaves it out, ``"raise"`` refuses; either way it is counted
-    (`Outcomes.n_nonfinite`, ``summary["nonfinite"]``) and a `NonFiniteScoresWarning` says so.
+    Instances with an unknown label (-1) are left out, with an `EvaluationWarning` that counts them.
+    An instance whose scores hold a NaN or an infinity is a failure of the model, and ``nonfinite``
+    says how it counts: ``"wrong"`` (default) keeps it as misclassified and ranked last (its own class
+    gets the lowest score seen, every other class the highest), ``"drop"`` leaves it out, ``"raise"``
+    refuses; either way it is counted (`Outcomes.n_nonfinite`, ``summary["nonfinite"]``) and a
+    `NonFiniteScoresWarning` says so.
     """
     if not isinstance(nonfinite, str) or nonfinite not in NONFINITE:
         raise EvaluationError(f"nonfinite={nonfinite!r} is not a choice; one of {', '.join(map(repr, NONFINITE))} "
@@ -106,10 +111,14 @@ def outcomes(source=None, *, labels=None, scores=None, subset=None, class_names=
     elif labels is None or scores is None:
         raise EvaluationError("give a store, or both labels= and scores=")
     labels, scores, names = _checked(labels, scores, class_names)
-    keep = labels >= 0
-    if subset is not None:
-        keep &= _subset_member(source, labels.size, subset)
-    return _finite(labels, scores, names, np.flatnonzero(keep), nonfinite)
+    member = np.ones(labels.size, bool) if subset is None else _subset_member(source, labels.size, subset)
+    if subset is not None and not member.any():
+        raise EvaluationError("subset= holds no instance: nothing to evaluate")
+    unknown = int((member & (labels < 0)).sum())
+    if unknown and unknown < member.sum():
+        warnings.warn(f"{unknown} of {int(member.sum())} instances have no label (-1) and are left out",
+                      EvaluationWarning, stacklevel=3)
+    return _finite(labels, scores, names, np.flatnonzero(member & (labels >= 0)), nonfinite)
 
 
 def _finite(labels, scores, names, rows, policy: str) -> Outcomes:

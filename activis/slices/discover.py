@@ -167,7 +167,11 @@ def discover_slices(store, layer: str | None = None, *, columns: Sequence[str] |
         raise SliceError("No instance of this store has a label, so no error can be measured: capture with "
                          "labels=... (or pass metric= an array of per-instance errors).")
     values, metric_name = _metric(store, table, metric)
-    rows = rows[np.isfinite(values[rows])]
+    bad = rows[~np.isfinite(values[rows])]
+    if bad.size:
+        shown = ", ".join(map(str, bad[:5])) + (", ..." if bad.size > 5 else "")
+        raise SliceError(f"metric= is NaN or infinite for {bad.size} labelled instance(s) (instances {shown}): give "
+                         "every labelled instance a finite value (a left-out instance would bias the search).")
     errors = values[rows]
     columns = default_columns(table) if columns is None else check_columns(table, columns)
     support = int(min_support) if min_support is not None else max(10, math.ceil(0.01 * len(rows)))

@@ -29,7 +29,8 @@ OUTPUT_COLUMNS = {"label": "<i4", "pred": "<i4", "confidence": "<f4", "label_sco
 _V1_COLUMNS = ("label", "pred", "confidence")
 OUTPUT_KINDS = ("logits", "probabilities", "log_probabilities")
 # names the instances table and the subset language already give a meaning (``index`` is the row
-# number in a query): a metadata column with one of them is read as ``meta_<name>``
+# number in a query): a metadata column with one of them is read as ``meta_<name>`` (a new store
+# refuses ``index`` outright; one written elsewhere still opens)
 RESERVED_COLUMNS = ("index", *OUTPUT_COLUMNS, "correct", "label_name", "pred_name")
 # what a manifest may ask a file to be read as: plain numbers only, never objects
 _SAFE_DTYPE_KINDS = "fiub"

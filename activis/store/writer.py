@@ -101,9 +101,9 @@ class PreparedBatch:
 def checked_metadata(metadata, n_expected: int | None, *, warn: bool = True) -> pd.DataFrame:
     """The user's metadata as the store keeps it: one row per instance, one column per distinct name.
 
-    A column named like one the store or the query language already gives a meaning (``index``,
-    ``label``, ...: `RESERVED_COLUMNS`) is kept and read as ``meta_<name>``, with a `StoreWarning`
-    that says so; capture and `write_store` both come through here.
+    A column named ``index`` (the row number in a query) is refused; one named like a column the store
+    makes (``label``, ``pred``, ...: `RESERVED_COLUMNS`) is kept and read as ``meta_<name>``, with a
+    `StoreWarning` that says so. Capture and `write_store` both come through here.
     """
     if not isinstance(metadata, pd.DataFrame):
         try:
@@ -119,6 +119,11 @@ def checked_metadata(metadata, n_expected: int | None, *, warn: bool = True) -> 
     if repeated:
         raise StoreError(f"metadata has more than one column named {', '.join(map(repr, repeated))} (as text): "
                          "give each column its own name.")
+    if "index" in columns:
+        raise StoreError("metadata has a column named 'index', which subset queries and slices read as the row "
+                         "number, so a query on it would select other rows than meant: rename it "
+                         "(metadata.rename(columns={'index': 'original_index'})), or drop it if it came from "
+                         "df.reset_index() (reset_index(drop=True)).")
     metadata = metadata.set_axis(columns, axis=1)
     try:  # what Parquet cannot keep is refused here, before a capture computes anything
         pyarrow.Table.from_pandas(metadata, preserve_index=False)
@@ -128,8 +133,8 @@ def checked_metadata(metadata, n_expected: int | None, *, warn: bool = True) -> 
     renamed = {c: n for c, n in metadata_names(columns).items() if c != n}
     if renamed and warn:
         warnings.warn("metadata column(s) " + ", ".join(f"{c!r} (read as {n!r})" for c, n in renamed.items())
-                      + " have a name the store already uses (index is the row number in a subset query); "
-                      "rename them to choose the name", StoreWarning, stacklevel=4)
+                      + " have the name of a column the store makes; rename them to choose the name",
+                      StoreWarning, stacklevel=4)
     return metadata
 
 
