@@ -529,8 +529,6 @@ SLICES = [
     ("slices-metric-length", lambda w: discover_slices(w.store, metric=np.ones(5)),
      rf"one value per instance \({N}\), got shape \(5,\)"),
     ("slices-metric-negative", lambda w: discover_slices(w.store, metric=-np.ones(N)), r"non-negative"),
-    ("slices-metric-nan", lambda w: discover_slices(w.store, metric=np.where(np.arange(N) % 7, 1.0, NAN)),
-     r"metric= is NaN or infinite for 18 labelled instance\(s\) \(instances 0, 7, 14"),
     ("slices-alpha-nan", lambda w: discover_slices(w.store, alpha=NAN), r"alpha must lie in \(0, 1\), got nan"),
     ("slices-alpha-one", lambda w: discover_slices(w.store, alpha=1), r"alpha must lie in \(0, 1\), got 1"),
     ("slices-top-k-zero", lambda w: discover_slices(w.store, top_k=0), r"top_k is a whole number of at least 1"),

@@ -405,9 +405,11 @@ def test_a_metadata_column_named_index_is_refused_and_one_written_elsewhere_read
     np.testing.assert_array_equal(np.flatnonzero(subsets.mask(report[0].definition)), report[0].members)
 
 
-def test_a_metric_with_missing_values_is_refused_not_narrowed(tmp_path):
+def test_a_metric_with_missing_values_says_which_instances_it_leaves_out(tmp_path):
     store, _ = make_store(tmp_path)
-    metric = np.ones(store.n_instances)
+    metric = (~store.instances.correct.to_numpy()).astype(float)
     metric[::7] = np.nan
-    with pytest.raises(SliceError, match=r"metric= is NaN or infinite for 286 labelled instance\(s\) \(instances 0, 7"):
-        discover_slices(store, metric=metric)
+    with pytest.warns(activis.slices.SliceWarning, match=r"no finite value for 286 labelled instance\(s\) "
+                                                          r"\(instances 0, 7, 14, 21, 28, \.\.\.\): they are left out"):
+        report = discover_slices(store, metric=metric)
+    assert any("286 labelled" in note for note in report.notes)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -23,7 +24,7 @@ import pandas as pd
 
 from ..subsets import Subset
 from . import activations as space
-from .errors import SliceError
+from .errors import SliceError, SliceWarning
 from .lattice import ErrorBits, Scoring, pack, pair_sizes, popcount, search
 from .predicates import Predicate, check_columns, default_columns, predicates
 from .significance import CORRECTIONS, adjust, families, p_bounds, p_values
@@ -167,15 +168,18 @@ def discover_slices(store, layer: str | None = None, *, columns: Sequence[str] |
         raise SliceError("No instance of this store has a label, so no error can be measured: capture with "
                          "labels=... (or pass metric= an array of per-instance errors).")
     values, metric_name = _metric(store, table, metric)
-    bad = rows[~np.isfinite(values[rows])]
-    if bad.size:
-        shown = ", ".join(map(str, bad[:5])) + (", ..." if bad.size > 5 else "")
-        raise SliceError(f"metric= is NaN or infinite for {bad.size} labelled instance(s) (instances {shown}): give "
-                         "every labelled instance a finite value (a left-out instance would bias the search).")
+    missing = rows[~np.isfinite(values[rows])]
+    rows = rows[np.isfinite(values[rows])]
     errors = values[rows]
     columns = default_columns(table) if columns is None else check_columns(table, columns)
     support = int(min_support) if min_support is not None else max(10, math.ceil(0.01 * len(rows)))
     report = SliceReport([], metric_name, float(alpha), correction, support, {}, True, 0.0, [])
+    if missing.size:  # no value: out of the search and of every definition, and said so
+        shown = ", ".join(map(str, missing[:5])) + (", ..." if missing.size > 5 else "")
+        note = (f"metric= has no finite value for {missing.size} labelled instance(s) (instances {shown}): they are "
+                "left out of the search and of every slice's definition")
+        warnings.warn(f"Slice discovery: {note}", SliceWarning, stacklevel=2)
+        report.notes.append(note)
     total = float(errors.sum())
     if total <= 0:
         report.notes.append(f"the model's {metric_name} is 0 on every instance: there is no slice to find")
