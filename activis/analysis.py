@@ -464,8 +464,11 @@ def sample_instances(store, max_instances: int = 1000, *, seed: int = 0, include
     remainder is split in proportion to class size. ``include`` (pinned instances) is always added,
     even beyond the budget or outside ``within``. The same arguments give the same sample.
     """
-    if max_instances < 1:
-        raise AnalysisError(f"max_instances must be at least 1, not {max_instances}.")
+    if isinstance(max_instances, (bool, np.bool_)) or not isinstance(max_instances, (int, np.integer)) \
+            or max_instances < 1:
+        raise AnalysisError(f"max_instances must be a whole number, at least 1, not {max_instances!r}.")
+    if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise AnalysisError(f"seed is a whole number 0 or more, not {seed!r}.")
     n = store.n_instances
     candidates = np.arange(n) if within is None else as_indices(within, n, "within")
     include = as_indices(list(include), n, "include")

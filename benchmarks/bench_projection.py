@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/bench_projection.py                 # everything (~5 min on 2 cores)
     .venv/bin/python benchmarks/bench_projection.py cold pca        # only some parts
-    parts: cold, pca, browser
+    parts: cold, pca, browser, responsive
 
 cold     Fresh-process time to a UMAP layout of 10,000 x 256 synthetic activations (10 classes):
          ``umap.UMAP().fit_transform`` in one fresh process against ``project(store, layer,
@@ -15,6 +15,8 @@ cold     Fresh-process time to a UMAP layout of 10,000 x 256 synthetic activatio
 pca      PCA layout of 100,000 x 512 (float16 store, nothing cached) against scikit-learn's
          randomized PCA of the same array loaded into memory; then the bytes per point a
          ProjectionView sends (target <= 12) against the same data as JSON lists.
+responsive  How late 10 ms sleeps of the notebook's thread wake while a UMAP layout computes in its job's
+         thread, against the same sleeps with nothing running (target: median lag within 50 ms of idle).
 browser  In JupyterLab + Chromium, measured in the page: first draw of 100,000 points, a highlight
          update of 10,000 of them (target <= 50 ms), a redraw per pan/zoom step, and 1,000,000
          points; the baseline draws the same 100,000 points the naive way (fillRect per point).
@@ -275,6 +277,34 @@ def bench_browser() -> None:
           f"{statistics.median(big['highlight_ms']):.1f} ms")
 
 
+def _sleep_lags(count: int, until=lambda: False) -> list[float]:
+    """How late 10 ms sleeps of this thread wake, ``count`` times or until ``until()``."""
+    lags = []
+    while len(lags) < count and not until():
+        t = time.perf_counter()
+        time.sleep(0.01)
+        lags.append(time.perf_counter() - t - 0.01)
+    return lags
+
+
+def bench_responsive() -> None:
+    from activis import project
+
+    x, y = activations(1200, 16, classes=4)
+    with tempfile.TemporaryDirectory() as tmp:
+        store = make_store(pathlib.Path(tmp) / "store", x, y)
+        project(store, "fc", "umap", n_epochs=10).wait(600)  # compiled and cached before anything is measured
+        idle = _sleep_lags(50)
+        job = project(store, "fc", "umap", n_epochs=3000, random_state=11)
+        busy = _sleep_lags(300, until=lambda: job.done)
+        job.cancel()
+    print("10 ms sleeps of the notebook's thread, idle and while a UMAP layout runs in its thread")
+    print(f"  median lag idle {statistics.median(idle) * 1000:.2f} ms, during the layout "
+          f"{statistics.median(busy) * 1000:.2f} ms over {len(busy)} sleeps")
+    print(f"  EXTRA LAG during the layout: {(statistics.median(busy) - statistics.median(idle)) * 1000:.2f} ms "
+          "(target < 50 ms)")
+
+
 def main():
     if len(sys.argv) == 4 and sys.argv[1] == "--child":
         child(sys.argv[2], sys.argv[3])
@@ -283,7 +313,8 @@ def main():
     parser.add_argument("--rows", type=int, default=10_000, help="cold: instances of the UMAP data")
     parser.add_argument("--repeat", type=int, default=2, help="cold: runs of each side")
     args, rest = parser.parse_known_args()
-    parts = {"cold": lambda: bench_cold(args.rows, args.repeat), "pca": bench_pca, "browser": bench_browser}
+    parts = {"cold": lambda: bench_cold(args.rows, args.repeat), "pca": bench_pca, "browser": bench_browser,
+             "responsive": bench_responsive}
     unknown = set(rest) - set(parts)
     if unknown:
         parser.error(f"unknown part(s) {', '.join(sorted(unknown))}; choose from {', '.join(parts)}")

@@ -1,18 +1,20 @@
 """A capture in its own process, for the tests that kill it or run it under torchrun.
 
-    python tests/capture_worker.py STORE [--rows N] [--batch B] [--resume] [--slow SECONDS] [--distributed]
+    python tests/capture_worker.py STORE [--rows N] [--batch B] [--resume] [--step] [--distributed]
                                          [--checkpoint STEP]
 
 The model, data and metadata are the same in every process (fixed seeds), so stores written by
-separate runs of this script can be compared bit for bit. ``--slow`` sleeps in the dataset once
-per batch so that a test can kill (or interrupt) the process mid-capture at a moment of its choosing.
+separate runs of this script can be compared bit for bit. With ``--step`` the dataset stops at the
+first row of every batch, prints ``BATCH k`` and waits for a line on stdin before it goes on, and
+every batch is committed on its own: a test that stops answering knows exactly which batches were
+handed to the writer (all before k) and can kill (or interrupt) the process at that point, whatever
+the machine's speed or load.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-import time
 
 import numpy as np
 import pandas as pd
@@ -20,7 +22,7 @@ import torch
 from torch import nn
 from torch.utils.data import Dataset
 
-from activis.capturing import CaptureInterrupted, capture
+from activis.capturing import CaptureInterrupted, capture, pipeline
 
 
 def model() -> nn.Module:
@@ -40,21 +42,22 @@ def metadata(n: int) -> pd.DataFrame:
 class Rows(Dataset):
     classes = ["north", "east", "south", "west"]
 
-    def __init__(self, n: int, slow: float, batch: int):
+    def __init__(self, n: int, batch: int, step: bool = False):
         self.x, self.y = arrays(n)
-        self.slow, self.batch = slow, batch
+        self.batch, self.step = batch, step
 
     def __len__(self):
         return len(self.x)
 
     def __getitem__(self, i):
-        if self.slow and i % self.batch == 0:
-            time.sleep(self.slow)
+        if self.step and i % self.batch == 0:  # a stall point the test controls: no timing involved
+            print(f"BATCH {i // self.batch}", flush=True)
+            sys.stdin.readline()
         return torch.from_numpy(self.x[i]), int(self.y[i])
 
 
-def capture_rows(store, rows: int, batch: int, *, resume: bool = False, slow: float = 0.0, checkpoint=None):
-    return capture(model(), Rows(rows, slow, batch), store, batch_size=batch, metadata=metadata(rows),
+def capture_rows(store, rows: int, batch: int, *, resume: bool = False, step: bool = False, checkpoint=None):
+    return capture(model(), Rows(rows, batch, step), store, batch_size=batch, metadata=metadata(rows),
                    resume=resume, progress=False, checkpoint=checkpoint)
 
 
@@ -64,7 +67,7 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=1000)
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--resume", action="store_true")
-    parser.add_argument("--slow", type=float, default=0.0)
+    parser.add_argument("--step", action="store_true")
     parser.add_argument("--distributed", action="store_true")
     parser.add_argument("--checkpoint", type=int, default=None)
     args = parser.parse_args()
@@ -72,8 +75,10 @@ def main() -> None:
         import torch.distributed as dist
 
         dist.init_process_group("gloo")
+    if args.step:  # one batch per block: each is committed as soon as it is computed, not after a time
+        pipeline.BLOCK_BYTES = 1
     try:
-        store = capture_rows(args.store, args.rows, args.batch, resume=args.resume, slow=args.slow,
+        store = capture_rows(args.store, args.rows, args.batch, resume=args.resume, step=args.step,
                              checkpoint=args.checkpoint)
     except CaptureInterrupted as stopped:  # Ctrl-C, or SIGINT from a test
         print(f"INTERRUPTED {stopped.committed} {stopped}", flush=True)

@@ -79,19 +79,24 @@ def read_result(cell, timeout=60_000):
         time.sleep(0.1)
 
 
-def python_result(panel, index, condition=lambda r: True, tries=15, pause=0.4):
+def python_result(panel, index, condition=lambda r: True, timeout=120.0, pause=0.2):
     """Re-run check cell ``index`` until ``condition(result)`` holds (browser -> kernel is async).
 
-    Raises AssertionError with the last result when it never held: a wait that returned the last
-    value silently let callers that did not check it pass.
+    The condition is what is waited for; ``timeout`` only guards against a hang, generous enough for a
+    loaded machine. Raises AssertionError with the last result when it never held: a wait that returned
+    the last value silently let callers that did not check it pass.
     """
-    result = None
-    for _ in range(tries):
+    result, runs = None, 0
+    deadline = time.monotonic() + timeout
+    while True:
         result = read_result(run_cell(panel, index))
+        runs += 1
         if condition(result):
             return result
+        if time.monotonic() > deadline:
+            raise AssertionError(f"check cell {index}: condition never held in {runs} runs over {timeout:.0f} s; "
+                                 f"last result: {result}")
         time.sleep(pause)
-    raise AssertionError(f"check cell {index}: condition never held in {tries} runs; last result: {result}")
 
 
 def open_cells(page, lab, name, sources, frontend="lab"):

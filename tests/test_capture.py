@@ -710,34 +710,45 @@ def test_an_interrupt_between_a_batch_and_its_digest_leaves_a_store_that_resumes
 
 def test_killing_the_capture_at_random_moments_loses_nothing(tmp_path):
     """Interrupt (SIGINT, as Ctrl-C or a kernel interrupt does), then SIGKILL, a capture process at
-    random moments; each time the store opens with whole batches that equal the reference, and
-    resuming to the end gives the reference bit for bit."""
+    random batches; each time the store opens with exactly the batches handed to the writer, equal to
+    the reference, and resuming to the end gives the reference bit for bit.
+
+    No timing: the worker's dataset stops at each batch's first row and waits for the test (``--step``),
+    so the test knows which batches were computed, waits until the store shows them committed (the
+    capture's own progress), and only then sends the signal, while the worker is held at that point.
+    """
     rows, batch = 1500, 16
     args = ["--rows", str(rows), "--batch", str(batch)]
     path = tmp_path / "s"
-    # the pause before each kill is drawn from a seed printed here (and in every failure): set
-    # ACTIVIS_KILL_SEED to replay the same pauses
+    # the batch each kill stops at is drawn from a seed printed here (and in every failure): set
+    # ACTIVIS_KILL_SEED to replay the same kills
     seed = int(os.environ.get("ACTIVIS_KILL_SEED", random.SystemRandom().randrange(2**32)))
-    print(f"kill pauses drawn with ACTIVIS_KILL_SEED={seed}")
+    print(f"kill batches drawn with ACTIVIS_KILL_SEED={seed}")
     rng = random.Random(seed)
     seen = [0]
     for sig in [signal.SIGINT, signal.SIGKILL, signal.SIGKILL, signal.SIGKILL]:
-        proc = subprocess.Popen([sys.executable, str(WORKER), str(path), *args, "--slow", "0.02", "--resume"],
-                                cwd=REPO, stdout=subprocess.PIPE, text=True)
-        deadline = time.monotonic() + 60  # until this run commits something new, the kill would only
-        while proc.poll() is None and time.monotonic() < deadline:  # interrupt torch's import
-            if (path / "manifest.json").exists() and open_store(path).n_instances > seen[-1]:
+        stop_at = seen[-1] // batch + rng.randint(1, 8)  # a batch this run has not committed yet
+        proc = subprocess.Popen([sys.executable, str(WORKER), str(path), *args, "--step", "--resume"],
+                                cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        while True:
+            line = proc.stdout.readline()
+            assert line.startswith("BATCH "), (line, proc.wait(), f"ACTIVIS_KILL_SEED={seed}")
+            if int(line.split()[1]) == stop_at:
                 break
-            time.sleep(0.005)
-        time.sleep(rng.uniform(0.0, 0.3))  # each run writes a batch about every 20 ms
+            proc.stdin.write("go\n")
+            proc.stdin.flush()
+        # held at batch stop_at: every batch before it is with the writer, which commits it on its own
+        while not ((path / "manifest.json").exists() and open_store(path).n_instances >= stop_at * batch):
+            assert proc.poll() is None, f"the worker ended early (ACTIVIS_KILL_SEED={seed})"
+            time.sleep(0.005)  # polling the capture's progress; the test's timeout bounds a hang
         proc.send_signal(sig)
-        out, _ = proc.communicate(timeout=60)
+        out, _ = proc.communicate(timeout=300)
         store = open_store(path)
         n = store.n_instances
         if sig == signal.SIGINT:  # stopped cleanly, saying what it kept
             assert proc.returncode == 130 and f"INTERRUPTED {n} Capture interrupted: {n:,} of {rows:,}" in out, \
                 (out, f"ACTIVIS_KILL_SEED={seed}")
-        assert n % batch == 0 and seen[-1] < n < rows, (seen, n, f"ACTIVIS_KILL_SEED={seed}")
+        assert n == stop_at * batch and seen[-1] < n < rows, (seen, n, stop_at, f"ACTIVIS_KILL_SEED={seed}")
         assert store.instances["row"].tolist() == list(range(n))
         seen.append(n)
     print("committed at each kill:", seen)
@@ -851,3 +862,25 @@ def test_a_feature_map_of_unknown_layout_asks_for_layout(tmp_path):
         run(Undecidable(), x, tmp_path / "s", layers=["relu"])
     store = run(Undecidable(), x, tmp_path / "t", layers=["relu"], layout={"relu": "channels_last"})
     assert store.layer_spec("relu").neurons == 3 and store.layer_spec("relu").layout == "channels_last"
+
+
+def test_metadata_is_checked_as_write_store_checks_it_before_any_batch_runs(tmp_path):
+    """capture and write_store share the store's metadata checks, made before any batch runs: a column
+    named like one the store makes is read as meta_<name>, with a warning; one named `index` (what
+    df.reset_index() makes: the row number in a query), repeated or unstorable columns are refused."""
+    from activis.store import StoreWarning
+    model, x = zoo.mlp(), torch.randn(30, 20)
+    with pytest.warns(StoreWarning, match=r"'label' \(read as 'meta_label'\)"):
+        store = capture(model, x, tmp_path / "s", metadata={"label": range(30)}, progress=False)
+    assert store.instances["meta_label"].tolist() == list(range(30))
+    with pytest.raises(CaptureError, match=r"column named 'index'.*row number"):
+        capture(model, x, tmp_path / "i", metadata=pd.DataFrame({"v": range(30)}).reset_index(), progress=False)
+    assert not (tmp_path / "i").exists()
+    repeated = pd.DataFrame([[1, 2]] * 30, columns=[1, "1"])
+    with pytest.raises(CaptureError, match=r"more than one column named '1'"):
+        capture(model, x, tmp_path / "r", metadata=repeated, progress=False)
+    assert not (tmp_path / "r").exists()
+    mixed = pd.DataFrame({"m": [1, "a"] * 15})
+    with pytest.raises(CaptureError, match=r"metadata cannot be kept as Parquet.*one kind of value"):
+        capture(model, x, tmp_path / "m", metadata=mixed, progress=False)
+    assert not (tmp_path / "m").exists()

@@ -158,7 +158,9 @@ def test_store_and_subset(tmp_path):
     labels[:5] = -1  # unknown labels are left out
     store = write_store(tmp_path / "s", {"h": rng.normal(size=(400, 4)).astype(np.float32)}, labels=labels,
                         outputs=logits.astype(np.float32), class_names=["cat", "dog", "<b>x</b>"])
-    e = evaluate(store)
+    from activis.evaluation import EvaluationWarning
+    with pytest.warns(EvaluationWarning, match=r"5 of 400 instances have no label \(-1\) and are left out"):
+        e = evaluate(store)
     assert e.n == 395 and e.per_class.index.tolist() == ["cat", "dog", "<b>x</b>"]
     sub = evaluate(store, subset=np.arange(100, 200))
     assert sub.n == 100 and sub.outcomes.indices.tolist() == list(range(100, 200))
@@ -187,3 +189,85 @@ def test_one_class_auc_is_a_clear_error():
     assert np.isnan(e.summary["auc"])  # undefined, not an exception in a summary
     with pytest.raises(EvaluationError, match="unknown class 'z'"):
         e.roc("z")
+
+
+def test_non_finite_scores_are_counted_as_failures_not_dropped(multiclass):
+    """A broken model's NaN or infinite scores are its failures: leaving them out would report the
+    accuracy and AUC of the instances it got through. By default they count as misclassified and
+    ranked last; "drop" leaves them out and "raise" refuses, and every way they are counted."""
+    from activis.evaluation import NonFiniteScoresWarning
+    y, scores = multiclass
+    broken = scores.copy()
+    broken[:60] = np.nan  # ten per cent of the instances, most of which the model got right
+    broken[60, 2] = np.inf
+    with pytest.warns(NonFiniteScoresWarning, match=r"61 of 600 instances have NaN or infinite scores.*'wrong'"):
+        e = evaluate(labels=y, scores=broken)
+    healthy = evaluate(labels=y[61:], scores=scores[61:])
+    assert e.n == 600 and e.summary["nonfinite"] == 61
+    assert e.summary["accuracy"] == pytest.approx(healthy.summary["accuracy"] * 539 / 600)
+    assert e.summary["auc_macro"] < healthy.summary["auc_macro"] - 0.05
+    assert (e.predictions[:61] != y[:61]).all()
+    assert e.confusion().to_numpy().sum() == 600
+    with pytest.warns(NonFiniteScoresWarning, match="left out"):
+        dropped = evaluate(labels=y, scores=broken, nonfinite="drop")
+    assert dropped.n == 539 and dropped.summary["nonfinite"] == 61
+    assert dropped.summary["accuracy"] == pytest.approx(healthy.summary["accuracy"])
+    with pytest.raises(EvaluationError, match=r"61 of 600 .*instances 0, 1, 2, 3, 4, \.\.\..*nonfinite='wrong'"):
+        evaluate(labels=y, scores=broken, nonfinite="raise")
+    with pytest.raises(EvaluationError, match=r"nonfinite='skip' is not a choice; one of 'wrong', 'drop', 'raise'"):
+        evaluate(labels=y, scores=scores, nonfinite="skip")
+    assert evaluate(labels=y, scores=scores).summary["nonfinite"] == 0
+
+
+def test_non_finite_scores_in_a_store_reach_the_panel_counted(tmp_path):
+    from activis import EvaluationPanel, write_store
+    rng = np.random.default_rng(1)
+    y = rng.integers(0, 2, 200)
+    outputs = (rng.normal(size=(200, 2)) + 2 * np.eye(2)[y]).astype(np.float32)
+    outputs[:20] = np.nan
+    store = write_store(tmp_path / "s", {"h": np.zeros((200, 2), np.float32)}, labels=y, outputs=outputs)
+    with pytest.warns(UserWarning, match="20 of 200"):
+        panel = EvaluationPanel(store)
+    assert panel.outcomes.n_nonfinite == 20 and panel.outcomes.labels.size == 200
+    with pytest.warns(UserWarning, match="10 of 20 instances"):  # counted within the subset
+        summary = evaluate(store, subset=np.arange(10, 30)).summary
+    assert summary["nonfinite"] == 10 and summary["accuracy"] <= 0.5
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"subset": np.ones(399, bool)}, r"subset= mask has 399 entries for 400 instances"),
+    ({"subset": np.ones(401, bool)}, r"subset= mask has 401 entries for 400 instances"),
+    ({"subset": [0, 400]}, r"subset= index 400 is out of range: there are 400 instances \(0\.\.399\)"),
+    ({"subset": [-1, 3]}, r"subset= index -1 is out of range"),
+    ({"subset": [0.5, 2]}, r"instance indices \(0\.\.399\), a boolean mask of 400.*not float64"),
+    ({"subset": np.zeros((2, 2), int)}, r"shape \(2, 2\)"),
+    ({"class_names": ["a", "b", "a"]}, r"class_names repeats 'a'"),
+    ({"class_names": "abc"}, r"class_names is a list of 3 names"),
+    ({"class_names": ["a", "b"]}, r"2 class names for 3 classes"),
+    ({"threshold": float("nan")}, r"threshold is None .* or a finite number.*not nan"),
+    ({"threshold": "0.5"}, r"threshold .*finite number.*not '0.5'"),
+    ({"focus": True}, r"focus is a class name \(0, 1, 2\) or index.*not True"),
+    ({"focus": 1.5}, r"focus is a class name.*not 1\.5"),
+    ({"focus": 7}, r"focus 7 out of range: there are 3 classes"),
+    ({"n_bins": 0}, r"n_bins is a whole number of at least 1, not 0"),
+    ({"n_bins": 2.5}, r"n_bins is a whole number"),
+    ({"bin_strategy": "kmeans"}, r"bin_strategy 'kmeans' is not a choice; one of uniform, quantile"),
+])
+def test_bad_arguments_are_refused_not_padded_cut_or_wrapped(kwargs, message):
+    rng = np.random.default_rng(0)
+    y = rng.integers(0, 3, 400)
+    with pytest.raises(EvaluationError, match=message):
+        evaluate(labels=y, scores=rng.random((400, 3)), **kwargs)
+
+
+def test_bad_arguments_of_the_evaluation_calls_are_refused(multiclass):
+    y, scores = multiclass
+    e = evaluate(labels=y, scores=scores)
+    for call, message in [(lambda: e.intervals(n_resamples=0), r"n_resamples is a whole number of at least 1"),
+                          (lambda: e.intervals(level=95), r"level is .* in \(0, 1\)"),
+                          (lambda: e.bucketed_auc(num_thresholds=1), r"num_thresholds .* at least 2"),
+                          (lambda: e.distributions(bins=-3), r"bins is a whole number"),
+                          (lambda: e.roc(True), r"class is a class name"),
+                          (lambda: e.at(float("inf")), r"finite number")]:
+        with pytest.raises(EvaluationError, match=message):
+            call()

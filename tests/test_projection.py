@@ -297,28 +297,19 @@ def test_superseded_tsne_child_process_is_stopped(clustered):
     assert child.wait(10) is not None
 
 
-def _sleep_lags(count: int, until=lambda: False) -> list[float]:
-    """How late 10 ms sleeps of this thread wake, ``count`` times or until ``until()``."""
-    lags = []
-    while len(lags) < count and not until():
-        t = time.perf_counter()
-        time.sleep(0.01)
-        lags.append(time.perf_counter() - t - 0.01)
-    return lags
-
-
-def test_layout_in_a_thread_leaves_the_notebook_responsive(clustered):
+def test_layout_runs_in_a_thread_whose_sgd_releases_the_gil(clustered):
+    """What keeps the notebook responsive, checked without timing it: the layout runs in a job's own
+    thread, and its SGD kernel is compiled with nogil, so that thread computes while the kernel's
+    thread runs Python (`python benchmarks/bench_projection.py responsive` measures the wake-up lags)."""
     from activis.projection.umap import _sgd_kernel
 
     assert _sgd_kernel().targetoptions["nogil"]  # the SGD is compiled to run without the GIL
     store, _, _ = clustered
-    idle = _sleep_lags(50)  # the baseline, on this machine under its present load
     job = project(store, "fc", "umap", n_epochs=3000, random_state=11)
-    lags = _sleep_lags(300, until=lambda: job.done)
-    job.cancel()
-    assert len(lags) > 50
-    # a thread holding the GIL would make each wake wait for its switch interval (5 ms) or its whole compiled call
-    assert np.median(lags) < np.median(idle) + 0.05
+    try:
+        assert job._thread is not None and job._thread is not threading.current_thread()
+    finally:
+        job.cancel()
 
 
 # ------------------------------------------------------------------------------ bad input

@@ -313,3 +313,103 @@ def test_a_perfect_model_has_no_slices(tmp_path):
     store, _ = make_store(tmp_path, n=300, error_rate=0.0)
     report = discover_slices(store, layer="fc")
     assert len(report) == 0 and "no slice" in report.notes[0]
+
+
+def _odd_store(tmp_path, n=1200, seed=3):
+    """Metadata of every kind pandas and Parquet keep, and a failure planted after a date."""
+    rng = np.random.default_rng(seed)
+    when = pd.Timestamp("2024-01-01") + pd.to_timedelta(rng.integers(0, 365 * 24, n), unit="h")
+    meta = pd.DataFrame({
+        "when": when, "when_utc": when.tz_localize("UTC"),
+        "gap": pd.to_timedelta(rng.integers(0, 100, n), unit="min"),
+        "kind": pd.Categorical(rng.choice(["a", "b", "c"], n)),
+        "count": pd.array(np.where(rng.random(n) < 0.2, None, rng.integers(0, 50, n)), dtype="Int64"),
+        "ok": pd.array(np.where(rng.random(n) < 0.2, None, rng.random(n) < 0.5), dtype="boolean"),
+        "tags": [[i % 3] for i in range(n)],
+        "__private": rng.integers(0, 4, n),
+        "odd`name": rng.integers(0, 4, n),
+    })
+    labels = rng.integers(0, 3, n)
+    late = np.asarray(when >= pd.Timestamp("2024-10-01"))
+    wrong = rng.random(n) < np.where(late, 0.6, 0.05)
+    outputs = np.eye(3, dtype=np.float32)[np.where(wrong, (labels + 1) % 3, labels)] * 4
+    store = write_store(tmp_path / "odd", {"fc": rng.normal(size=(n, 4)).astype(np.float32)}, labels=labels,
+                        outputs=outputs, metadata=meta)
+    return store, late
+
+
+def test_dates_are_searched_in_time_bins_and_odd_columns_never_stop_the_search(tmp_path):
+    """A date column is cut at quantiles like a number, each threshold the roundest time between two
+    values; every kind of column gives predicates whose query selects exactly their rows, and a
+    column that cannot be searched (here: a name with a backtick) is skipped with a warning naming it."""
+    store, late = _odd_store(tmp_path)
+    with pytest.warns(activis.slices.SliceWarning, match=r"column 'odd`name' skipped.*backtick"):
+        report = discover_slices(store)
+    assert any("odd`name" in note for note in report.notes)
+    top = report[0]
+    assert top.predicates[0].startswith("when") and jaccard(top.members, late) >= 0.7, report
+    subsets = activis.Subsets(store)
+    table = store.instances
+    columns = ["when", "when_utc", "gap", "kind", "count", "ok", "tags", "__private"]
+    found, _ = predicates(table, columns, n_bins=5, min_support=10, rows=np.arange(len(table)))
+    assert {p.column for p in found} == {"when", "when_utc", "gap", "kind", "count", "ok", "__private"}
+    for p in found:
+        np.testing.assert_array_equal(subsets.mask(activis.Subset.query(p.text)), p.mask, err_msg=p.text)
+    assert any(p.text.startswith("when <= '2024-") and p.text.endswith(":00:00'") for p in found)  # whole hours
+    assert all("+00:00'" in p.text for p in found if p.column == "when_utc" and "isna" not in p.text)
+    adopted = top.adopt(subsets, "late")
+    np.testing.assert_array_equal(np.flatnonzero(subsets.mask(adopted)), top.members)
+
+
+def test_one_column_that_fails_is_skipped_with_a_warning(tmp_path, monkeypatch):
+    from activis.slices import predicates as module
+    store, inside = make_store(tmp_path, planted=lambda m, rng: (m.age > 60).to_numpy())
+    original = module._column_predicates
+
+    def broken(values, name, *args):
+        if name == "city":
+            raise TypeError("unorderable values")
+        return original(values, name, *args)
+
+    monkeypatch.setattr(module, "_column_predicates", broken)
+    with pytest.warns(activis.slices.SliceWarning, match=r"column 'city' skipped: TypeError: unorderable values"):
+        report = discover_slices(store)
+    assert "age > 60" in report[0].description or jaccard(report[0].members, inside) >= 0.5
+
+
+def test_a_metadata_column_named_index_is_refused_and_one_written_elsewhere_reads_as_meta_index(tmp_path):
+    """`index` is the row number in a query: a new store refuses a metadata column of that name (what
+    df.reset_index() makes), and a store written elsewhere with one opens with it as meta_index, which
+    subsets and slices then read exactly."""
+    rng = np.random.default_rng(0)
+    n = 600
+    meta = pd.DataFrame({"v": rng.integers(0, 5, n)}, index=rng.permutation(n)).reset_index()  # an 'index' column
+    labels = rng.integers(0, 3, n)
+    wrong = rng.random(n) < np.where(meta["index"].to_numpy() >= 450, 0.7, 0.05)
+    outputs = np.eye(3, dtype=np.float32)[np.where(wrong, (labels + 1) % 3, labels)] * 4
+    with pytest.raises(activis.StoreError, match=r"column named 'index'.*row number.*rename it.*reset_index"):
+        write_store(tmp_path / "s", {"fc": np.zeros((n, 2), np.float32)}, labels=labels, outputs=outputs,
+                    metadata=meta)
+    assert not (tmp_path / "s").exists()
+    store = write_store(tmp_path / "s", {"fc": np.zeros((n, 2), np.float32)}, labels=labels, outputs=outputs,
+                        metadata=meta.rename(columns={"index": "original"}))
+    meta.to_parquet(tmp_path / "s" / "metadata.parquet", index=False)  # as another tool would have written it
+    store = activis.open_store(tmp_path / "s")
+    table = store.instances
+    assert "index" not in table.columns and (table["meta_index"].to_numpy() == meta["index"].to_numpy()).all()
+    subsets = activis.Subsets(store)
+    np.testing.assert_array_equal(np.flatnonzero(subsets.mask(activis.Subset.query("index < 3"))), [0, 1, 2])
+    np.testing.assert_array_equal(subsets.mask(activis.Subset.query("meta_index < 3")), meta["index"] < 3)
+    report = discover_slices(store)
+    assert report[0].predicates[0].startswith("meta_index >")
+    np.testing.assert_array_equal(np.flatnonzero(subsets.mask(report[0].definition)), report[0].members)
+
+
+def test_a_metric_with_missing_values_says_which_instances_it_leaves_out(tmp_path):
+    store, _ = make_store(tmp_path)
+    metric = (~store.instances.correct.to_numpy()).astype(float)
+    metric[::7] = np.nan
+    with pytest.warns(activis.slices.SliceWarning, match=r"no finite value for 286 labelled instance\(s\) "
+                                                          r"\(instances 0, 7, 14, 21, 28, \.\.\.\): they are left out"):
+        report = discover_slices(store, metric=metric)
+    assert any("286 labelled" in note for note in report.notes)

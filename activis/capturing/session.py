@@ -14,14 +14,13 @@ import warnings
 from collections.abc import Mapping
 
 import numpy as np
-import pandas as pd
 import torch
 from torch import nn
 
 from ..graph import ModelInputError, call_arguments, extract_graph
-from ..store import ActivationStore, StoreWriter, finish_shards, open_store, shard_ranges
+from ..store import ActivationStore, StoreError, StoreWriter, finish_shards, open_store, shard_ranges
 from ..store.checkpoints import add_checkpoint, drop_checkpoint
-from ..store.writer import InstancesDifferError
+from ..store.writer import InstancesDifferError, checked_metadata
 from . import pipeline as staging
 from .fingerprint import _crc, _model_digests
 from .group import _Group
@@ -106,10 +105,10 @@ in `fingerprint`, the model's class scores in `outputs`, the progress bar and th
             raise CaptureError(f"{len(self.labels)} labels for {n} instances.")
         self.metadata = None
         if opts.metadata is not None and self.group.rank == 0 and existing is None:
-            self.metadata = pd.DataFrame(opts.metadata) if not isinstance(opts.metadata, pd.DataFrame) \
-                else opts.metadata
-            if n is not None and len(self.metadata) != n:
-                raise CaptureError(f"metadata has {len(self.metadata)} rows for {n} instances.")
+            try:  # the store's own checks, before any work (the writer warns of renamed columns)
+                self.metadata = checked_metadata(opts.metadata, n, warn=False)
+            except StoreError as exc:
+                raise CaptureError(str(exc)) from None
         self.mask = _MaskSource(opts.sequence_mask, n)
         self._prepare_model()
         first = next(iter(self.source.batches(0, min(PROBE_ROWS, n) if n else PROBE_ROWS, PROBE_ROWS)), None)

@@ -8,10 +8,11 @@ Plain numpy / scikit-learn: no torch, no widgets.
 from ..run.compare import compare as compare_runs
 from ..run.compare import run_config
 from .compare import compare_stores
-from .inputs import EvaluationError, Outcomes, outcomes
+from .inputs import NONFINITE, EvaluationError, EvaluationWarning, NonFiniteScoresWarning, Outcomes, outcomes
 from .ranking import auc, bucketed_auc, delong, delong_difference
 from .report import Evaluation, evaluate
 from .training import eval_metrics, volatility
 
-__all__ = ["Evaluation", "EvaluationError", "Outcomes", "auc", "bucketed_auc", "compare_runs", "compare_stores",
-           "delong", "delong_difference", "eval_metrics", "evaluate", "outcomes", "run_config", "volatility"]
+__all__ = ["NONFINITE", "Evaluation", "EvaluationError", "EvaluationWarning", "NonFiniteScoresWarning", "Outcomes",
+           "auc", "bucketed_auc", "compare_runs", "compare_stores", "delong", "delong_difference", "eval_metrics",
+           "evaluate", "outcomes", "run_config", "volatility"]

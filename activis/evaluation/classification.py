@@ -32,7 +32,7 @@ def per_class(out: Outcomes, predictions: np.ndarray | None = None) -> pd.DataFr
 
 def _bin_edges(confidence: np.ndarray, n_bins: int, strategy: str) -> np.ndarray:
     if strategy not in BIN_STRATEGIES:
-        raise EvaluationError(f"unknown bin strategy {strategy!r}; choose one of {', '.join(BIN_STRATEGIES)}")
+        raise EvaluationError(f"bin_strategy {strategy!r} is not a choice; one of {', '.join(BIN_STRATEGIES)}")
     if n_bins < 1:
         raise EvaluationError(f"n_bins must be at least 1, not {n_bins}")
     if strategy == "quantile":

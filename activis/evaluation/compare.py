@@ -17,8 +17,19 @@ class StoreComparison:
     classes differ), ``fixed`` / ``broken`` (wrong in a and right in b, and the reverse),
     ``per_class`` (b - a for every per-class metric) and ``summary`` (a, b, b - a)."""
 
-    def __init__(self, a, b, *, subset=None, names: tuple[str, str] = ("A", "B")):
-        oa, ob = outcomes(a, subset=subset), outcomes(b, subset=subset)
+    def __init__(self, a, b, *, subset=None, names: tuple[str, str] = ("A", "B"), nonfinite: str = "wrong"):
+        if not isinstance(names, (tuple, list)) or len(names) != 2 \
+                or not all(isinstance(n, str) and n for n in names) or names[0] == names[1]:
+            raise EvaluationError(f"names= is two different, non-empty names for the stores, such as ('before', "
+                                  f"'after'), not {names!r}")
+        for name, store in zip(names, (a, b)):
+            if not hasattr(store, "n_instances"):
+                raise EvaluationError(f"compare_stores compares two stores (open_store(path)); {name} is "
+                                      f"{type(store).__name__}")
+        if a.n_instances != b.n_instances:
+            raise EvaluationError(f"the two stores do not hold the same labelled instances ({a.n_instances} and "
+                                  f"{b.n_instances} instances); compare stores captured from the same data")
+        oa, ob = (outcomes(s, subset=subset, nonfinite=nonfinite) for s in (a, b))
         if not np.array_equal(oa.indices, ob.indices) or not np.array_equal(oa.labels, ob.labels):
             raise EvaluationError("the two stores do not hold the same labelled instances (their labels or "
                                   f"instance counts differ: {oa.labels.size} vs {ob.labels.size}); compare stores "
@@ -64,7 +75,7 @@ class StoreComparison:
 
     def subset(self, which: str = "differ"):
         """A `Subset` of the instances in ``differ``, ``fixed`` or ``broken``."""
-        if which not in ("differ", "fixed", "broken"):
+        if not isinstance(which, str) or which not in ("differ", "fixed", "broken"):
             raise EvaluationError(f"unknown comparison subset {which!r}; choose differ, fixed or broken")
         from ..subsets import Subset
         a, b = self.names
@@ -76,5 +87,7 @@ class StoreComparison:
                 f"{self.fixed.size} fixed, {self.broken.size} broken)")
 
 
-def compare_stores(a, b, *, subset=None, names: tuple[str, str] = ("A", "B")) -> StoreComparison:
-    return StoreComparison(a, b, subset=subset, names=names)
+def compare_stores(a, b, *, subset=None, names: tuple[str, str] = ("A", "B"),
+                   nonfinite: str = "wrong") -> StoreComparison:
+    """``b`` against ``a``, instance by instance (``nonfinite``: see `evaluate`)."""
+    return StoreComparison(a, b, subset=subset, names=names, nonfinite=nonfinite)

@@ -23,22 +23,31 @@ class Evaluation:
 
     def __init__(self, out: Outcomes, *, threshold: float | None = None, focus: int | None = None,
                  n_bins: int = 15, bin_strategy: str = "uniform"):
+        if not isinstance(out, Outcomes):
+            raise EvaluationError(f"Evaluation reads an Outcomes (see outcomes()); evaluate(store) makes one, "
+                                  f"not {type(out).__name__}")
         if out.labels.size == 0:
-            raise EvaluationError("nothing to evaluate: no instance with a known label and finite scores")
+            raise EvaluationError("nothing to evaluate: no instance with a known label"
+                                  + (f" ({out.dropped} left out for non-finite scores)" if out.dropped else ""))
         self.outcomes = out
-        self.focus = (1 if out.binary else 0) if focus is None else self._class(focus)
-        self.threshold = threshold
-        self.n_bins, self.bin_strategy = n_bins, bin_strategy
-        classification._bin_edges(np.zeros(1), n_bins, bin_strategy)  # a bad binning fails here
+        self.threshold = checked_threshold(threshold)
+        self.focus = (1 if out.binary else 0) if focus is None else self._class(focus, "focus")
+        self.n_bins = _count(n_bins, "n_bins", 1)
+        self.bin_strategy = bin_strategy
+        classification._bin_edges(np.zeros(1), self.n_bins, bin_strategy)  # a bad binning fails here
 
-    def _class(self, cls) -> int:
+    def _class(self, cls, what: str = "class") -> int:
+        """A class by name or index, checked (a bool or a fraction is not a class)."""
         names = self.outcomes.class_names
         if isinstance(cls, str):
             if cls not in names:
-                raise EvaluationError(f"unknown class {cls!r}; classes: {', '.join(names)}")
+                raise EvaluationError(f"unknown {what} {cls!r}; classes: {', '.join(names)}")
             return names.index(cls)
+        if isinstance(cls, (bool, np.bool_)) or not isinstance(cls, (int, np.integer)):
+            raise EvaluationError(f"{what} is a class name ({', '.join(names)}) or index (0..{len(names) - 1}), "
+                                  f"not {cls!r}")
         if not 0 <= int(cls) < len(names):
-            raise EvaluationError(f"class {cls} out of range: there are {len(names)} classes (0..{len(names) - 1})")
+            raise EvaluationError(f"{what} {cls} out of range: there are {len(names)} classes (0..{len(names) - 1})")
         return int(cls)
 
     @property
@@ -119,6 +128,7 @@ class Evaluation:
 
     def bucketed_auc(self, cls=None, num_thresholds: int = BUCKETS) -> dict:
         """What a bucketed AUC would report for class ``cls``, beside the exact one."""
+        num_thresholds = _count(num_thresholds, "num_thresholds", 2)
         positive, scores = self._curve_input(self.focus if cls is None else cls)
         result = ranking.bucketed_auc(positive, scores, num_thresholds)
         return {**result, "exact": ranking.auc(positive, scores)}
@@ -141,6 +151,7 @@ class Evaluation:
                                                          self.bin_strategy)
 
     def distributions(self, cls=None, bins: int = 50) -> dict:
+        bins = _count(bins, "bins", 1)
         return classification.distributions(self.outcomes, self._class(self.focus if cls is None else cls), bins)
 
     # ------------------------------------------------------------- summaries
@@ -149,7 +160,8 @@ class Evaluation:
         """The headline numbers as plain floats (what `Cockpit.log_eval` writes per step)."""
         table = self.per_class
         out = self.outcomes
-        result = {"n": float(self.n), "accuracy": float(np.mean(self.predictions == out.labels)),
+        result = {"n": float(self.n), "nonfinite": float(out.n_nonfinite),
+                  "accuracy": float(np.mean(self.predictions == out.labels)),
                   "f1_macro": float(table["f1"].mean()),
                   "ece": self.expected_calibration_error() if _probabilities(out) else np.nan}
         if out.binary:
@@ -169,7 +181,10 @@ class Evaluation:
         resampled with replacement; resamples missing a class are left out) for the rest."""
         rng = np.random.default_rng(seed)
         out = self.outcomes
-        keys = [k for k in self.summary if k not in ("n", "auc", "auc_low", "auc_high")]
+        n_resamples = _count(n_resamples, "n_resamples", 1)
+        if not isinstance(level, (int, float, np.number)) or isinstance(level, bool) or not 0 < level < 1:
+            raise EvaluationError(f"level is the interval's coverage, a number in (0, 1) such as 0.95, not {level!r}")
+        keys = [k for k in self.summary if k not in ("n", "nonfinite", "auc", "auc_low", "auc_high")]
         samples = {k: [] for k in keys}
         for _ in range(n_resamples):
             rows = rng.integers(0, self.n, self.n)
@@ -194,7 +209,10 @@ class Evaluation:
         return pd.DataFrame(rows).set_index("metric")
 
     def __repr__(self) -> str:
-        head = ", ".join(f"{k} {v:.4f}" for k, v in self.summary.items() if k != "n" and np.isfinite(v))
+        head = ", ".join(f"{k} {v:.4f}" for k, v in self.summary.items() if k not in ("n", "nonfinite")
+                         and np.isfinite(v))
+        if self.outcomes.n_nonfinite:
+            head += f"; {self.outcomes.n_nonfinite} with non-finite scores"
         return f"Evaluation({self.n} instances, {self.outcomes.n_classes} classes: {head})"
 
 
@@ -202,8 +220,32 @@ def _probabilities(out: Outcomes) -> bool:
     return bool(out.scores.min() >= 0 and out.scores.max() <= 1)
 
 
+def _count(value, name: str, least: int) -> int:
+    """A whole number of at least ``least`` (not a bool, not a fraction)."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or value < least:
+        raise EvaluationError(f"{name} is a whole number of at least {least}, not {value!r}")
+    return int(value)
+
+
+def checked_threshold(threshold) -> float | None:
+    """None (argmax decides) or a finite number: a NaN threshold would decide nothing."""
+    if threshold is None:
+        return None
+    if isinstance(threshold, (bool, np.bool_)) or not isinstance(threshold, (int, float, np.number)) \
+            or not np.isfinite(threshold):
+        raise EvaluationError(f"threshold is None (the class with the highest score) or a finite number, the focus "
+                              f"class's score from which it is predicted, not {threshold!r}")
+    return float(threshold)
+
+
 def evaluate(source=None, *, labels=None, scores=None, subset=None, class_names=None,
-             threshold: float | None = None, focus=None, n_bins: int = 15, bin_strategy: str = "uniform") -> Evaluation:
-    """Evaluate a store (all of it or ``subset``: indices, a mask or a `Subset`) or ``labels``/``scores``."""
-    out = outcomes(source, labels=labels, scores=scores, subset=subset, class_names=class_names)
+             threshold: float | None = None, focus=None, n_bins: int = 15, bin_strategy: str = "uniform",
+             nonfinite: str = "wrong") -> Evaluation:
+    """Evaluate a store (all of it or ``subset``: indices, a mask or a `Subset`) or ``labels``/``scores``.
+
+    ``nonfinite`` says how an instance whose scores are NaN or infinite counts: "wrong" (misclassified,
+    ranked last), "drop" or "raise" (see `outcomes`); ``summary["nonfinite"]`` counts them.
+    """
+    out = outcomes(source, labels=labels, scores=scores, subset=subset, class_names=class_names,
+                   nonfinite=nonfinite)
     return Evaluation(out, threshold=threshold, focus=focus, n_bins=n_bins, bin_strategy=bin_strategy)

@@ -10,6 +10,7 @@ only the step range it shows, at most two points per pixel (`activis.run.chart`)
 from __future__ import annotations
 
 import math
+import os
 import warnings
 from collections.abc import Iterable, Mapping
 
@@ -69,6 +70,10 @@ class RunComparison:
     `parting`, and ``frame`` (every column of every run, one row per run and step: reads every line)."""
 
     def __init__(self, runs: Iterable | Mapping):
+        if isinstance(runs, (str, bytes, os.PathLike, CockpitLog)) or not isinstance(runs, Iterable) \
+                or hasattr(runs, "log"):
+            raise RunError("compare takes several runs: a list of folders, Runs, CockpitLogs or Cockpits, or a "
+                           f"mapping name -> run, not one {type(runs).__name__} (wrap it: [run])")
         items = runs.items() if isinstance(runs, Mapping) else ((None, r) for r in runs)
         self.sources: dict[str, LogScalars | FolderScalars] = {}
         for name, run in items:
@@ -141,12 +146,21 @@ class RunComparison:
 
     def _check(self, runs: Iterable[str]) -> None:
         for name in runs:
-            if name not in self.sources:
+            if not isinstance(name, str) or name not in self.sources:
                 raise RunError(f"unknown run {name!r}; runs: {', '.join(self.sources)}")
+
+    @staticmethod
+    def _tolerances(rtol, atol) -> None:
+        for name, value in (("rtol", rtol), ("atol", atol)):
+            if isinstance(value, bool) or not isinstance(value, (int, float, np.number)) or not value >= 0 \
+                    or not np.isfinite(value):
+                raise RunError(f"{name} is a tolerance, a number 0 or more, not {value!r}")
 
     def parting(self, a: str, b: str, metrics=None, *, rtol: float = 1e-6, atol: float = 1e-9) -> int | None:
         """The first step both runs reached where any shared reading (settings such as the learning rate
         left out) differs by more than the tolerance (None: they never part over their common steps)."""
+        self._tolerances(rtol, atol)
+        metrics = [metrics] if isinstance(metrics, str) else metrics
         return self._parting(a, b, metrics, self.series() if metrics is None else None, rtol, atol)
 
     def _parting(self, a: str, b: str, metrics, shared: list[str] | None, rtol: float, atol: float) -> int | None:
@@ -176,6 +190,8 @@ class RunComparison:
     def partings(self, metrics=None, *, rtol: float = 1e-6, atol: float = 1e-9) -> dict[tuple[str, str], int | None]:
         """`parting` of every pair of runs. Runs that logged the same steps are compared all pairs at
         once, window by window from their first step, so 50 runs cost about what two do."""
+        self._tolerances(rtol, atol)
+        metrics = [metrics] if isinstance(metrics, str) else metrics
         names, shared = self.names, self.series() if metrics is None else None
         pairs = [(a, b) for i, a in enumerate(names) for b in names[i + 1:]]
         found = self._partings_together(list(metrics) if metrics is not None else

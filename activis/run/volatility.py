@@ -8,6 +8,7 @@ is what an asynchronous-evaluation bug or a bad batch looks like, and what sampl
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from .errors import RunError
@@ -42,9 +43,13 @@ def volatility(source, metrics=None, *, window: int = 5, threshold: float = 4.0)
     """Per metric and step: value, change since the previous evaluation, rolling spread of the
     ``window`` changes before it, and ``jump`` (|change| > threshold x that spread, or outside the
     AUC's interval). ``metrics`` defaults to every ``eval/`` column of the log."""
-    if window < 2:
-        raise RunError(f"window must be at least 2 evaluations, not {window}")
+    if isinstance(window, (bool, np.bool_)) or not isinstance(window, (int, np.integer)) or window < 2:
+        raise RunError(f"window is a whole number of evaluations, at least 2, not {window!r}")
+    if isinstance(threshold, (bool, np.bool_)) or not isinstance(threshold, (int, float, np.number)) \
+            or not np.isfinite(threshold) or threshold <= 0:
+        raise RunError(f"threshold is a positive number (how many spreads a jump is), not {threshold!r}")
     frame = _frame(source)
+    metrics = [metrics] if isinstance(metrics, str) else metrics
     names = list(metrics) if metrics is not None else [c for c in frame.columns if c.startswith(PREFIX)
                                                        and not c.endswith(("_low", "_high", "/n"))]
     missing = [m for m in names if m not in frame.columns]

@@ -8,6 +8,6 @@ one for the groups), and returns them ranked with a `Subset` definition each. No
 """
 
 from .discover import Slice, SliceReport, discover_slices
-from .errors import SliceError
+from .errors import SliceError, SliceWarning
 
-__all__ = ["Slice", "SliceError", "SliceReport", "discover_slices"]
+__all__ = ["Slice", "SliceError", "SliceReport", "SliceWarning", "discover_slices"]

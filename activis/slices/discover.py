@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -23,7 +24,7 @@ import pandas as pd
 
 from ..subsets import Subset
 from . import activations as space
-from .errors import SliceError
+from .errors import SliceError, SliceWarning
 from .lattice import ErrorBits, Scoring, pack, pair_sizes, popcount, search
 from .predicates import Predicate, check_columns, default_columns, predicates
 from .significance import CORRECTIONS, adjust, families, p_bounds, p_values
@@ -152,18 +153,9 @@ def discover_slices(store, layer: str | None = None, *, columns: Sequence[str] |
     ``stop.is_set()``, and says so; ``progress(fraction, message)`` is called as it goes. Slices are
     ranked by ``rank_by``: "significance" (adjusted p-value: the surest failures first) or "score".
     """
+    _check_arguments(locals())
     started = time.perf_counter()
     deadline = started + float(time_limit)
-    if correction not in CORRECTIONS:
-        raise SliceError(f"Unknown correction {correction!r}; one of {', '.join(CORRECTIONS)}.")
-    if rank_by not in RANKINGS:
-        raise SliceError(f"Unknown rank_by {rank_by!r}; one of {', '.join(RANKINGS)}.")
-    if not 0 < alpha < 1:
-        raise SliceError(f"alpha must lie in (0, 1), got {alpha!r}.")
-    if not 0 < error_weight <= 1:
-        raise SliceError(f"error_weight must lie in (0, 1], got {error_weight!r}.")
-    if int(max_level) < 1 or int(top_k) < 1 or int(n_bins) < 2:
-        raise SliceError("max_level and top_k must be at least 1, n_bins at least 2.")
     n_all = store.n_instances
     if n_all == 0:
         raise SliceError(f"The store {store.path} has no instances yet: capture some before looking for slices.")
@@ -176,11 +168,18 @@ def discover_slices(store, layer: str | None = None, *, columns: Sequence[str] |
         raise SliceError("No instance of this store has a label, so no error can be measured: capture with "
                          "labels=... (or pass metric= an array of per-instance errors).")
     values, metric_name = _metric(store, table, metric)
+    missing = rows[~np.isfinite(values[rows])]
     rows = rows[np.isfinite(values[rows])]
     errors = values[rows]
     columns = default_columns(table) if columns is None else check_columns(table, columns)
     support = int(min_support) if min_support is not None else max(10, math.ceil(0.01 * len(rows)))
     report = SliceReport([], metric_name, float(alpha), correction, support, {}, True, 0.0, [])
+    if missing.size:  # no value: out of the search and of every definition, and said so
+        shown = ", ".join(map(str, missing[:5])) + (", ..." if missing.size > 5 else "")
+        note = (f"metric= has no finite value for {missing.size} labelled instance(s) (instances {shown}): they are "
+                "left out of the search and of every slice's definition")
+        warnings.warn(f"Slice discovery: {note}", SliceWarning, stacklevel=2)
+        report.notes.append(note)
     total = float(errors.sum())
     if total <= 0:
         report.notes.append(f"the model's {metric_name} is 0 on every instance: there is no slice to find")
@@ -228,6 +227,64 @@ def discover_slices(store, layer: str | None = None, *, columns: Sequence[str] |
     say(1.0, f"{len(report.slices)} slice(s) found")
     report.seconds = time.perf_counter() - started
     return report
+
+
+def check_options(options) -> dict:
+    """``discover_slices`` keyword arguments given ahead of a search (a view's ``options=``), checked now:
+    unknown names and bad values are refused before any search starts."""
+    import inspect
+
+    parameters = inspect.signature(discover_slices).parameters
+    allowed = [k for k in parameters if k not in ("store", "layer", "progress", "stop")]
+    if options is None:
+        return {}
+    if not isinstance(options, dict):
+        raise SliceError(f"options= is a dict of discover_slices arguments ({', '.join(allowed)}), "
+                         f"not {type(options).__name__}.")
+    unknown = [k for k in options if k not in allowed]
+    if unknown:
+        raise SliceError(f"Unknown option(s) {', '.join(map(repr, unknown))}; discover_slices takes "
+                         f"{', '.join(allowed)}.")
+    given = {k: p.default for k, p in parameters.items()}
+    given.update(store=_AnyStore, layer=None, progress=None, stop=None, **options)
+    _check_arguments(given)
+    return dict(options)
+
+
+class _AnyStore:  # stands for the store while options are checked without one
+    instances = n_instances = None
+
+
+def _check_arguments(given: dict) -> None:
+    """Every argument of `discover_slices` checked before any work, each error naming it and its choices."""
+    if not hasattr(given["store"], "instances") or not hasattr(given["store"], "n_instances"):
+        raise SliceError(f"discover_slices searches a store (open_store(path)), not {type(given['store']).__name__}.")
+    for name, choices in (("correction", CORRECTIONS), ("rank_by", RANKINGS)):
+        if not isinstance(given[name], str) or given[name] not in choices:
+            raise SliceError(f"Unknown {name} {given[name]!r}; one of {', '.join(choices)}.")
+    for name, low, high, closed in (("alpha", 0, 1, False), ("error_weight", 0, 1, True),
+                                    ("max_overlap", 0, 1, True), ("time_limit", 0, math.inf, False)):
+        value = given[name]
+        number = isinstance(value, (int, float, np.number)) and not isinstance(value, (bool, np.bool_))
+        if not number or math.isnan(value) or not (low < value < high or (closed and value == high)):
+            raise SliceError(f"{name} must lie in ({low}, {high}{']' if closed else ')'}, got {value!r}.")
+    for name, least in (("top_k", 1), ("max_level", 1), ("n_bins", 2), ("pca_dims", 1), ("max_candidates", 1),
+                        ("min_support", 1), ("n_components", 1), ("seed", 0)):
+        value = given[name]
+        if value is None and name in ("min_support", "n_components"):
+            continue
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or value < least:
+            raise SliceError(f"{name} is a whole number of at least {least}, not {value!r}.")
+    for name in ("significant_only", "drop_redundant"):
+        if not isinstance(given[name], (bool, np.bool_)):
+            raise SliceError(f"{name} is True or False, not {given[name]!r}.")
+    if given["progress"] is not None and not callable(given["progress"]):
+        raise SliceError(f"progress= is a function progress(fraction, message), not {given['progress']!r}.")
+    if given["stop"] is not None and not callable(getattr(given["stop"], "is_set", None)):
+        raise SliceError(f"stop= is a threading.Event (anything with is_set()), not {given['stop']!r}.")
+    layer = given["layer"]
+    if layer is not None and not isinstance(layer, str):
+        raise SliceError(f"layer= is the name of a captured layer (or None), not {layer!r}.")
 
 
 def _metric(store, table: pd.DataFrame, metric) -> tuple[np.ndarray, str]:

@@ -32,7 +32,7 @@ stored numbers mean), ``errors``.
 
 from __future__ import annotations
 
-from .errors import StoreError, StoreExistsError, StoreFullError, UnknownColumnError
+from .errors import StoreError, StoreExistsError, StoreFullError, StoreWarning, UnknownColumnError
 from .from_arrays import write_store
 from .manifest import (
     FORMAT,
@@ -52,5 +52,5 @@ from .writer import PreparedBatch, StoreWriter, finish_shards
 
 __all__ = ["COUNTS", "FORMAT", "FORMAT_VERSION", "MANIFEST", "MAX_VALUES", "OUTPUT_COLUMNS", "OUTPUT_KINDS",
            "READABLE_VERSIONS", "ActivationStore", "LayerSpec", "NonFinite", "PreparedBatch", "StoreError",
-           "StoreExistsError", "StoreFullError", "StoreWriter", "UnknownColumnError", "check_finite",
+           "StoreExistsError", "StoreFullError", "StoreWarning", "StoreWriter", "UnknownColumnError", "check_finite",
            "finish_shards", "open_store", "scores_from_outputs", "shard_ranges", "write_store"]

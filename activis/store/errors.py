@@ -28,3 +28,7 @@ class UnknownColumnError(StoreError, KeyError):
 
 class StoreFullError(OSError):
     """The disk (or a file-size limit) ran out while writing; committed batches are intact."""
+
+
+class StoreWarning(UserWarning):
+    """Something a store keeps differently from how it was given (a metadata column renamed)."""

@@ -32,6 +32,10 @@ SHARED_COLUMNS = ("label",)
 OUTPUT_COLUMNS = {"label": "<i4", "pred": "<i4", "confidence": "<f4", "label_score": "<f4", "nonfinite": "<i4"}
 _V1_COLUMNS = ("label", "pred", "confidence")
 OUTPUT_KINDS = ("logits", "probabilities", "log_probabilities")
+# names the instances table and the subset language already give a meaning (``index`` is the row
+# number in a query): a metadata column with one of them is read as ``meta_<name>`` (a new store
+# refuses ``index`` outright; one written elsewhere still opens)
+RESERVED_COLUMNS = ("index", *OUTPUT_COLUMNS, "correct", "label_name", "pred_name")
 # what a manifest may ask a file to be read as: plain numbers only, never objects
 _SAFE_DTYPE_KINDS = "fiub"
 _DTYPE_CHOICES = "a store keeps plain numeric numpy dtypes (float16, float32, float64, int8 ... uint64, bool)"
@@ -232,3 +236,18 @@ def _output_kind(manifest: dict) -> str:
     if manifest.get("output_kind"):
         return manifest["output_kind"]
     return "probabilities" if manifest.get("outputs_are_probabilities") else "logits"
+
+
+def metadata_names(columns) -> dict[str, str]:
+    """How each metadata column is read in the instances table: its own name, or ``meta_<name>``
+    (prefixed again while that is taken) when the store or the query language already uses it."""
+    taken = set(map(str, columns)) | set(RESERVED_COLUMNS)
+    names = {}
+    for column in map(str, columns):
+        name = column
+        if column in RESERVED_COLUMNS:
+            while name in taken:
+                name = f"meta_{name}"
+            taken.add(name)
+        names[column] = name
+    return names

@@ -24,6 +24,7 @@ from .manifest import (
     _output_kind,
     _read_progress,
     _safe_dtype,
+    metadata_names,
     shard_ranges,
 )
 from .nonfinite import COUNTS, NonFinite, _zero_counts
@@ -315,8 +316,8 @@ class ActivationStore:
             if meta_file:
                 meta = pd.read_parquet(_inside(self.path, meta_file))
                 meta = meta.iloc[: self.n_instances].reset_index(drop=True)
-                clash = [c for c in meta.columns if c in df.columns]
-                meta = meta.rename(columns={c: f"meta_{c}" for c in clash})
+                meta.columns = [str(c) for c in meta.columns]
+                meta = meta.rename(columns=metadata_names(meta.columns))
                 df = pd.concat([df, meta], axis=1)
             df.index.name = "index"
             self._instances = df

@@ -15,14 +15,16 @@ import os
 import pathlib
 import shutil
 import time
+import warnings
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 
 import numpy as np
 import pandas as pd
+import pyarrow
 
 from . import checkpoints as axis
-from .errors import StoreError, StoreExistsError, StoreFullError
+from .errors import StoreError, StoreExistsError, StoreFullError, StoreWarning
 from .manifest import (
     FORMAT,
     MANIFEST,
@@ -38,6 +40,7 @@ from .manifest import (
     _progress_path,
     _read_progress,
     _safe_dtype,
+    metadata_names,
     shard_ranges,
 )
 from .nonfinite import NonFinite, _zero_counts, check_finite
@@ -95,6 +98,46 @@ class PreparedBatch:
     writes: list[tuple[int, memoryview, int]]  # file descriptor, bytes, offset
     rows: int  # rows appended once these are written
     commit: tuple[pathlib.Path, str]  # the file, and the text, that commit them
+
+
+def checked_metadata(metadata, n_expected: int | None, *, warn: bool = True) -> pd.DataFrame:
+    """The user's metadata as the store keeps it: one row per instance, one column per distinct name.
+
+    A column named ``index`` (the row number in a query) is refused; one named like a column the store
+    makes (``label``, ``pred``, ...: `RESERVED_COLUMNS`) is kept and read as ``meta_<name>``, with a
+    `StoreWarning` that says so. Capture and `write_store` both come through here.
+    """
+    if not isinstance(metadata, pd.DataFrame):
+        try:
+            metadata = pd.DataFrame(metadata)
+        except (ValueError, TypeError) as exc:
+            raise StoreError(f"metadata is a DataFrame (or a dict of columns) with one row per instance: {exc}") \
+                from None
+    metadata = metadata.reset_index(drop=True)
+    if n_expected is not None and len(metadata) != n_expected:
+        raise StoreError(f"metadata has {len(metadata)} rows for {n_expected} instances.")
+    columns = [str(c) for c in metadata.columns]
+    repeated = sorted({c for c in columns if columns.count(c) > 1})
+    if repeated:
+        raise StoreError(f"metadata has more than one column named {', '.join(map(repr, repeated))} (as text): "
+                         "give each column its own name.")
+    if "index" in columns:
+        raise StoreError("metadata has a column named 'index', which subset queries and slices read as the row "
+                         "number, so a query on it would select other rows than meant: rename it "
+                         "(metadata.rename(columns={'index': 'original_index'})), or drop it if it came from "
+                         "df.reset_index() (reset_index(drop=True)).")
+    metadata = metadata.set_axis(columns, axis=1)
+    try:  # what Parquet cannot keep is refused here, before a capture computes anything
+        pyarrow.Table.from_pandas(metadata, preserve_index=False)
+    except (ValueError, TypeError, NotImplementedError) as exc:  # pyarrow's: mixed or unsupported values
+        raise StoreError(f"metadata cannot be kept as Parquet ({type(exc).__name__}: {exc}); give each column "
+                         "one kind of value: numbers, text, booleans or dates.") from None
+    renamed = {c: n for c, n in metadata_names(columns).items() if c != n}
+    if renamed and warn:
+        warnings.warn("metadata column(s) " + ", ".join(f"{c!r} (read as {n!r})" for c, n in renamed.items())
+                      + " have the name of a column the store makes; rename them to choose the name",
+                      StoreWarning, stacklevel=4)
+    return metadata
 
 
 class StoreWriter:
@@ -166,11 +209,7 @@ class StoreWriter:
                     [manifest.get("shards_dir", "shards")] if world_size > 1 else []):
                 (staging / folder).mkdir(parents=True, exist_ok=True)
             if metadata is not None:
-                metadata = pd.DataFrame(metadata).reset_index(drop=True)
-                if n_expected is not None and len(metadata) != n_expected:
-                    raise StoreError(f"metadata has {len(metadata)} rows for {n_expected} instances.")
-                metadata.columns = [str(c) for c in metadata.columns]
-                metadata.to_parquet(staging / "metadata.parquet", index=False)
+                checked_metadata(metadata, n_expected).to_parquet(staging / "metadata.parquet", index=False)
                 manifest["metadata_file"] = document["metadata_file"] = "metadata.parquet"
             if graph is not None:
                 (staging / "graph.json").write_text(graph.to_json())

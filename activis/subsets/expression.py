@@ -54,8 +54,12 @@ class _Expression:
         self.text = text
         self.quoted: dict[str, str] = {}
 
+        prefix = "_q"
+        while prefix in text:  # a placeholder must not be a name the expression already uses
+            prefix += "q"
+
         def quote(match):
-            placeholder = f"_q{len(self.quoted)}_"
+            placeholder = f"{prefix}{len(self.quoted)}_"
             self.quoted[placeholder] = match.group(1)
             return placeholder
 

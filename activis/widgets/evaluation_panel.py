@@ -22,6 +22,7 @@ from ipywidgets import widget_serialization
 from ..evaluation import EvaluationError, evaluate
 from ..evaluation.classification import score_range
 from ..evaluation.inputs import Outcomes, outcomes
+from ..evaluation.report import checked_threshold
 from ._arrays import array_serialization
 from ._base import View, bundle, kernel_loop
 from .colours import palette
@@ -93,13 +94,18 @@ class EvaluationPanel(View):
 
     def __init__(self, source=None, *, labels=None, scores=None, subset=None, class_names=None,
                  selection: Selection | None = None, focus=None, threshold: float | None = None,
-                 background: bool = False, **kwargs):
+                 nonfinite: str = "wrong", background: bool = False, **kwargs):
         """``background=True``: the curves, the per-class table and its DeLong intervals (passes over
         every instance, many seconds on a million) are computed in a thread after the constructor
         returns; the page shows the score distributions and the confusion counts at once."""
-        self._out: Outcomes = outcomes(source, labels=labels, scores=scores, subset=subset, class_names=class_names)
+        if selection is not None and not isinstance(selection, Selection):
+            raise ViewError(f"selection= is the Selection the views share (activis.Selection()), "
+                            f"not {type(selection).__name__}")
+        self._out: Outcomes = outcomes(source, labels=labels, scores=scores, subset=subset, class_names=class_names,
+                                       nonfinite=nonfinite)
         if self._out.labels.size == 0:
-            raise EvaluationError("nothing to evaluate: no instance with a known label and finite scores")
+            raise EvaluationError("nothing to evaluate: no instance with a known label")
+        threshold = checked_threshold(threshold)
         names = self._out.class_names
         self._base = evaluate(self._out)  # curves and ranking metrics: computed once, whatever the threshold
         focus = self._base.focus if focus is None else self._base.at(None, focus).focus
@@ -309,6 +315,12 @@ class EvaluationPanel(View):
         with self.hold_sync():
             for key, value in values.items():
                 setattr(self, key, value)
+
+    @traitlets.validate("threshold")
+    def _valid_threshold(self, proposal):
+        if not np.isfinite(proposal["value"]):
+            raise ViewError(f"threshold is a finite score, not {proposal['value']}")
+        return proposal["value"]
 
     @traitlets.validate("focus")
     def _valid_focus(self, proposal):

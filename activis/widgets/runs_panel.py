@@ -57,6 +57,10 @@ class RunsPanel(LiveView):
 
     def __init__(self, runs, *, series=None, throttle: float = 0.5, poll: float = 1.0, **kwargs):
         self._runs: RunComparison = runs if isinstance(runs, RunComparison) else compare(runs)
+        series = [series] if isinstance(series, str) else series
+        if series is not None and (not isinstance(series, (list, tuple))
+                                   or not all(isinstance(x, str) for x in series)):
+            raise ViewError(f"series= is a list of series names the runs log (None: all they share), not {series!r}")
         self._series = list(series) if series is not None else None
         self._zoomed = False  # whether the charts hold only step_range (the whole run did not fit the pixels)
         super().__init__(**kwargs)

@@ -6,7 +6,8 @@ import threading
 
 import traitlets
 
-from ..slices import SliceReport, discover_slices
+from ..slices import SliceError, SliceReport, discover_slices
+from ..slices.discover import check_options
 from ..subsets import Subsets
 from ._base import View, bundle, kernel_loop
 from .errors import ViewError, check_type
@@ -37,13 +38,12 @@ class SliceSuggestions(View):
     def __init__(self, subsets: Subsets, *, layer: str | None = None, options: dict | None = None, **kwargs):
         check_type("SliceSuggestions", subsets, Subsets, "the Subsets of a store (activis.Subsets(store))")
         store = subsets.store
-        if layer and layer not in store.layers:
-            from ..slices import SliceError
-
+        if layer is not None and (not isinstance(layer, str) or layer not in store.layers):
             raise SliceError(f"Unknown layer {layer!r}; captured layers: {', '.join(store.layers) or 'none'}.")
+        options = check_options(options)
         super().__init__(layer=layer or "", **kwargs)
         self._subsets = subsets
-        self._options = dict(options or {})
+        self._options = options
         self._report: SliceReport | None = None
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
