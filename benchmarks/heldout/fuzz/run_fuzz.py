@@ -72,11 +72,11 @@ class Worker:
     """One python process that runs cases one after another (imports are slow on a loaded machine); a case that
     does not answer within the timeout is a hang: the process is killed and a fresh one takes the next case."""
 
-    def __init__(self, env, timeout):
-        self.env, self.timeout, self.proc = env, timeout, None
+    def __init__(self, env, timeout, script=__file__):
+        self.env, self.timeout, self.proc, self.script = env, timeout, None, script
 
     def _start(self):
-        self.proc = subprocess.Popen([sys.executable, __file__, "--serve"], stdin=subprocess.PIPE,
+        self.proc = subprocess.Popen([sys.executable, self.script, "--serve"], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=self.env,
                                      cwd=tempfile.gettempdir())
         self.answers = queue.Queue()
@@ -112,10 +112,10 @@ class Worker:
             self.proc.wait(timeout=30)
 
 
-def serve():
+def serve(run=None):
+    """Answers case names read from stdin, one result line each (`run(name)` -> a JSON-able value)."""
     for line in sys.stdin:
-        outcome, detail = run_one(line.strip())
-        print("FUZZ-RESULT " + json.dumps([outcome, detail]), flush=True)
+        print("FUZZ-RESULT " + json.dumps((run or run_one)(line.strip())), flush=True)
 
 
 def main():
