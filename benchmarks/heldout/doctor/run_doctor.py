@@ -1,7 +1,7 @@
 """Runs activis's doctor on every held-out case and writes what it said, one JSON object a line.
 
     python run_doctor.py [--tree /path/to/activis] [--out results.jsonl] [--jobs 1] [--timeout 300] [-k name]
-                         [--no-train]
+                         [--no-train] [--only healthy|checkup-bugs|faults] [--resume]
 
 For each case: the checkup of `build()` (clean?, findings: check, severity, place, step, title; or the error it
 raised) and, for training faults and healthy recipes, the findings of a watched run (`train` with
@@ -118,6 +118,8 @@ def main():
     parser.add_argument("--timeout", type=float, default=300)
     parser.add_argument("-k", default="")
     parser.add_argument("--no-train", action="store_true")
+    parser.add_argument("--only", choices=["healthy", "checkup-bugs", "faults"], default=None)
+    parser.add_argument("--resume", action="store_true", help="skip the cases already in --out")
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
@@ -125,7 +127,15 @@ def main():
         return serve(lambda name: run_case(name, train))
     import smoke
 
-    names = [c["name"] for c in smoke.load_cases() if args.k in c["name"]]
+    groups = {"healthy": lambda c: c["kind"] == "healthy",
+              "checkup-bugs": lambda c: c["kind"] == "bug" and c["phase"] == "checkup",
+              "faults": lambda c: c["kind"] == "bug" and c["phase"] == "training"}
+    done = set()
+    if args.resume and os.path.exists(args.out):
+        with open(args.out) as f:
+            done = {json.loads(line)["name"] for line in f if line.strip()}
+    names = [c["name"] for c in smoke.load_cases() if args.k in c["name"] and c["name"] not in done
+             and (args.only is None or groups[args.only](c))]
     env = dict(os.environ, OMP_NUM_THREADS="1", HELDOUT_NO_TRAIN="1" if args.no_train else "0")
     if args.tree:
         env["PYTHONPATH"] = os.pathsep.join([args.tree, env.get("PYTHONPATH", "")])
@@ -157,6 +167,9 @@ def main():
         t.start()
     for t in threads:
         t.join()
+    if os.path.exists(args.out):
+        with open(args.out) as f:
+            results = [json.loads(line) for line in f if line.strip()]
     print(summarise([r for r in results if "kind" in r]))
 
 
