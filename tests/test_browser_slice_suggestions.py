@@ -49,6 +49,7 @@ RECORD_STATES = """(el) => {
 def test_suggested_slices_adopt_into_the_explorer(lab, page):
     panel = open_cells(page, lab, "slice_suggestions.ipynb", [SETUP, CHECK])
     cell = run_cell(panel, 0, timeout=240_000)
+    cell.locator(".activis-explorer-side .lm-TabBar-tab", has_text="Slices").click()  # a tab of the side panels
     view = cell.locator(".activis-slices[data-rendered]")
     view.wait_for(timeout=120_000)
     matrix = cell.locator(".activis-matrix[data-rendered]")

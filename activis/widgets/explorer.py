@@ -305,6 +305,7 @@ class Explorer(widgets.VBox):
         cannot answer (the view says why).
         """
         result = self.why.explain(int(index), self.selection.layer)
+        self.side_tabs.selected_index = self.side_tabs.children.index(self.why)  # the side tab that shows it
         if result is None:
             return None
         names = self.store.class_names
