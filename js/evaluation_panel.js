@@ -35,6 +35,7 @@ const CSS = `
 .activis-eval table[data-role="classes"] { margin-top: 6px; }
 .activis-eval table[data-role="classes"] td:first-child, .activis-eval table[data-role="classes"] th:first-child {
   width: 16%; }
+.activis-eval input[data-role="threshold"] { width: 7em; }
 .activis-eval .av-zoom { fill: var(--av-accent); fill-opacity: 0.1; stroke: var(--av-accent); }
 .activis-eval .av-card h4 button { font: inherit; font-size: 10px; font-weight: 400; margin-left: 6px; padding: 0 4px;
   border: 1px solid var(--av-border); border-radius: 2px; background: var(--av-bg); color: var(--av-fg);

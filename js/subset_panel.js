@@ -12,8 +12,9 @@ import { h } from "./common/dom.js";
 
 const CSS = `
 .activis-subsets .av-muted { color: var(--av-fg-muted); }
-.activis-subsets .activis-subset-name-input { width: 9em; }
-.activis-subsets .activis-subset-query { flex: 1; min-width: 16em; }
+/* wide enough for their placeholders (they were cut: "name (optional", "… pred ==") */
+.activis-subsets .activis-subset-name-input { width: 11em; flex: 0 0 auto; }
+.activis-subsets .activis-subset-query { flex: 1 1 auto; min-width: 22em; }
 .activis-subsets .activis-subset-hint { color: var(--av-fg-muted); font-size: 11px; padding: 2px 0; }
 .activis-subsets .activis-subset-status { font-size: 12px; min-height: 1.2em; color: var(--av-fg-muted); }
 .activis-subsets .activis-subset-status[data-error="true"] { color: var(--av-warn); }

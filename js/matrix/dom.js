@@ -38,7 +38,7 @@ export const CSS = `
 .activis-matrix .av-group button { border-radius: 0; margin-left: -1px; }
 .activis-matrix .av-group button:first-child { border-radius: 3px 0 0 3px; margin-left: 0; }
 .activis-matrix .av-group button:last-child { border-radius: 0 3px 3px 0; }
-.activis-matrix .activis-toolbar input[type=number] { width: 90px; cursor: text; }
+.activis-matrix .activis-toolbar input[type=number] { width: 8.5em; cursor: text; } /* "instance #" and the spinner */
 .activis-matrix .activis-toolbar select { max-width: 120px; }
 `;
 
