@@ -103,6 +103,10 @@ def test_explorer_fits_one_screen_and_survives_a_theme_switch(lab, page):
     # a theme switch and back: the projection's canvas is its frame's size, with points drawn
     proj = views["projection"]
     change_theme(page, True)
+    page.wait_for_function("(el) => el.querySelector('canvas.av-proj-points').width > 1", arg=proj.element_handle())
+    assert_projection_drawn(proj)
+    scroll_to_top_of(page, explorer)
+    page.screenshot(path=str(ARTIFACTS / "page_explorer_dark.png"))
     change_theme(page, False)
     page.wait_for_function("(el) => el.querySelector('canvas.av-proj-points').width > 1", arg=proj.element_handle())
     assert_projection_drawn(proj)
@@ -142,7 +146,9 @@ def test_one_reset_clears_every_selection(lab, page):
     page.screenshot(path=str(ARTIFACTS / "page_selection_legend.png"))
 
     legend.get_by_role("button", name="Reset").click()
-    state = python_result(panel, 1, lambda r: not (r["subset"] or r["pinned"] or r["brush"]) and r["neuron"] < 0)
+    state = python_result(panel, 1, lambda r: not (r["subset"] or r["pinned"] or r["brush"] or r["active"]
+                                                   or r["proj_selected"]) and r["neuron"] < 0
+                          and r["color_by"] == "label")
     assert state == {**state, "brush": None, "pinned": [], "subset": "", "subset_indices": False, "neuron": -1,
                      "hover": False, "hover_instance": -1, "highlight": False, "color_by": "label",
                      "filter": False, "active": "", "proj_selected": 0}, state

@@ -80,6 +80,7 @@ def test_suggested_slices_adopt_into_the_explorer(lab, page):
     page.wait_for_function(has_row, arg=[matrix.element_handle(), f"subset:{result['first']}"])
     page.wait_for_function("(el) => el.querySelector('.activis-slice-row[data-adopted=true]') !== null",
                            arg=view.element_handle())
+    cell.locator(".activis-explorer-side .lm-TabBar-tab", has_text="Subsets").click()
     subset_row = cell.locator(".activis-subset-row[data-active='true'] .activis-subset-name")
     subset_row.wait_for()
     assert subset_row.text_content() == result["first"]

@@ -21,14 +21,18 @@ export const CSS = `
 .activis-projection .av-proj-info { position: absolute; right: 4px; top: 3px; color: var(--av-fg-muted);
   white-space: nowrap; font-size: 11px; pointer-events: none; background: var(--av-bg); opacity: 0.85;
   padding: 0 3px; border-radius: 2px; }
-.activis-projection .activis-toolbar select { max-width: 118px; }
+/* compact enough for half a notebook column (about 470 px): layer, method, colour, the modes, Fit and Clear */
+.activis-projection .activis-toolbar { gap: 4px; }
+.activis-projection .activis-toolbar select { max-width: 92px; }
+.activis-projection .activis-toolbar select[data-role="color"] { max-width: 104px; }
+.activis-projection .activis-toolbar button { padding: 2px 6px; }
 .activis-projection .av-proj-legend { max-height: 4.6em; overflow-y: auto; padding: 4px 0 0; }
 .activis-projection .av-proj-legend .entry { cursor: pointer; white-space: nowrap; }
 .activis-projection .av-proj-legend .entry:hover { color: var(--av-fg); text-decoration: underline; }
 .activis-projection .av-proj-legend .title { font-weight: 600; color: var(--av-fg); }
 .activis-projection .av-proj-gradient { width: 160px; height: 10px; vertical-align: middle;
   border: 1px solid var(--av-border-soft); }
-.activis-projection .av-proj-neuron { width: 5em; }
+.activis-projection .av-proj-neuron { width: 4.2em; }
 `;
 
 const METHOD_LABELS = { pca: "PCA", umap: "UMAP", tsne: "t-SNE" };
