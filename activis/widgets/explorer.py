@@ -100,8 +100,8 @@ class Explorer(widgets.VBox):
         matrix at full width, then the projection beside the instance panel; the side panels below, as
         tabs. Each view has its own fixed height, so no view sets another's (a hover row in the matrix
         moves nothing under the mouse) and no row is taller than its tallest view."""
-        full = widgets.ToggleButton(False, description="Full window", tooltip="the explorer over the whole window "
-                                    "(this button again to return)", icon="expand",
+        full = widgets.ToggleButton(False, description="Full width", tooltip="the explorer over the whole notebook "
+                                    "panel, at its full width (this button again to return)", icon="expand",
                                     layout=widgets.Layout(width="auto", flex="0 0 auto"))
         full.add_class("activis-explorer-full-toggle")
         full.observe(lambda c: (self.add_class if c["new"] else self.remove_class)("activis-explorer-full"), "value")

@@ -32,9 +32,11 @@ const CSS = `
   border: 1px solid var(--av-border); border-radius: 3px; padding: 2px 8px; cursor: pointer;
 }
 .activis-toolbar button[aria-pressed="true"] { border-color: var(--av-accent); color: var(--av-accent); }
-/* the explorer's "Full window": over the whole page, its views grow with it */
+/* the explorer's "Full width": over the whole notebook panel (JupyterLab's panel contains a fixed box), at its
+   full width, scrolling inside; its rows keep their heights (a flex column would squeeze them) */
 .activis-explorer.activis-explorer-full { position: fixed !important; inset: 0; z-index: 10000; overflow: auto;
   background: var(--jp-layout-color0, #fff); padding: 8px; box-sizing: border-box; }
+.activis-explorer.activis-explorer-full > * { flex: 0 0 auto !important; }
 .activis-tooltip {
   position: absolute; pointer-events: none; z-index: 10; display: none;
   background: var(--av-bg); color: var(--av-fg); border: 1px solid var(--av-border);
