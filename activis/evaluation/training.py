@@ -87,18 +87,15 @@ def sudden_jumps(values, *, window: int = 12, threshold: float = 6.0, min_share:
 
     The change into a value is a jump when it is more than ``threshold`` robust spreads (MAD) away
     from the median of the ``window`` changes before it and of those after it, and moves the curve by
-    at least ``min_share`` of its range. One mark per event: of flagged steps within 2 of each other,
-    the strongest. A smooth curve (its changes follow its slope) and noise (its changes follow its
+    at least ``min_share`` of its range. One mark per event: the first of flagged steps within 2 of
+    each other. A smooth curve (its changes follow its slope) and noise (its changes follow its
     spread) mark nothing; a level shift, a spike or a restart does.
     """
     score, _ = jump_scores(values, window=window, min_share=min_share)
     flagged = score > threshold
     keep = flagged.copy()
-    for j in np.flatnonzero(flagged):
-        lo = max(0, j - 2)
-        near = score[lo:j + 3]
-        best = lo + int(np.argmax(near))  # the first of equals: a spike's way up and down is one event
-        keep[j] = best == j
+    for j in np.flatnonzero(flagged):  # the step where an event starts: a spike's way back is no second jump
+        keep[j] = not flagged[max(0, j - 2):j].any()
     return keep
 
 
