@@ -155,6 +155,7 @@ def test_one_reset_clears_every_selection(lab, page):
     assert not [k for k in state["rows"] if k.startswith("instance:") or k == "selection"], state["rows"]
     page.wait_for_function("(el) => el.dataset.marks === ''", arg=legend.element_handle())
     page.wait_for_function("(el) => el.dataset.colorBy === 'label'", arg=proj.element_handle())
+    scroll_to_top_of(page, cell.locator(".activis-explorer"))
     page.screenshot(path=str(ARTIFACTS / "page_after_reset.png"))
 
 

@@ -22,10 +22,10 @@ export const CSS = `
   white-space: nowrap; font-size: 11px; pointer-events: none; background: var(--av-bg); opacity: 0.85;
   padding: 0 3px; border-radius: 2px; }
 /* compact enough for half a notebook column (about 470 px): layer, method, colour, the modes, Fit and Clear */
-.activis-projection .activis-toolbar { gap: 4px; }
-.activis-projection .activis-toolbar select { max-width: 92px; }
-.activis-projection .activis-toolbar select[data-role="color"] { max-width: 104px; }
-.activis-projection .activis-toolbar button { padding: 2px 6px; }
+.activis-projection .activis-toolbar { gap: 3px; }
+.activis-projection .activis-toolbar select { max-width: 84px; }
+.activis-projection .activis-toolbar select[data-role="color"] { max-width: 100px; }
+.activis-projection .activis-toolbar button { padding: 2px 5px; }
 .activis-projection .av-proj-legend { max-height: 4.6em; overflow-y: auto; padding: 4px 0 0; }
 .activis-projection .av-proj-legend .entry { cursor: pointer; white-space: nowrap; }
 .activis-projection .av-proj-legend .entry:hover { color: var(--av-fg); text-decoration: underline; }
