@@ -9,11 +9,17 @@ STAMP   = $(VENV)/.activis-installed
 
 .PHONY: setup demo test test-fast browser-deps node-deps lint bench
 
+# each step says what it does: the install is quiet and takes minutes the first time
 $(STAMP): pyproject.toml constraints.txt package.json | node-deps
+	@echo "activis setup: creating the virtual environment $(VENV)…"
 	$(PYTHON) -m venv $(VENV)
+	@echo "activis setup: upgrading pip…"
 	$(BIN)/pip install --quiet --upgrade pip
+	@echo "activis setup: installing activis and its dependencies (PyTorch for the CPU, JupyterLab, the test tools)"
+	@echo "               and building the JavaScript bundle with npm: a few minutes the first time…"
 	$(BIN)/pip install --quiet -c constraints.txt -e ".[test]"
 	touch $(STAMP)
+	@echo "activis setup: done ($(VENV))."
 
 setup: $(STAMP)
 
@@ -30,6 +36,7 @@ browser-deps:
 	  else echo "install Debian's chromium (sudo apt-get install chromium)"; exit 1; fi; }
 
 demo: setup
+	@echo "activis demo: trains the digits CNN once (about a minute), then opens the quickstart in JupyterLab…"
 	$(BIN)/activis demo $(DEMO_ARGS)
 
 test: setup browser-deps

@@ -31,12 +31,17 @@ def prepare_demo(workdir: pathlib.Path) -> pathlib.Path:
 def demo(args) -> int:
     workdir = pathlib.Path(args.dir).resolve()
     quickstart = prepare_demo(workdir)
-    print(f"activis demo: notebooks in {workdir}; training the digits CNN and capturing its layers…", flush=True)
+    print(f"activis demo: notebooks in {workdir}", flush=True)
+    print("activis demo: loading PyTorch…", flush=True)
     from .demo import digits_store
 
-    _, store = digits_store(workdir / "digits.activis")  # the quickstart opens this store at once
+    _, store = digits_store(workdir / "digits.activis")  # trains once; the quickstart loads what it saved
     print(f"activis demo: {store!r}", flush=True)
+    print(f"activis demo: starting JupyterLab on {quickstart.name} (Ctrl-C stops it)…", flush=True)
+    # the URL JupyterLab prints and opens lands on the quickstart, not on the Launcher
+    landing = f"/lab/tree/{quickstart.name}"
     cmd = [sys.executable, "-m", "jupyterlab", quickstart.name, f"--ServerApp.root_dir={workdir}",
+           f"--ServerApp.default_url={landing}", f"--LabApp.default_url={landing}",
            f"--port={args.port}", "--ServerApp.port_retries=50"]
     if args.no_browser:
         cmd.append("--no-browser")  # JupyterLab prints the URL (with its token) to open by hand

@@ -129,12 +129,13 @@ function setup(kit) {
   }
 
   // ------------------------------------------------------------------ geometry
+  let seenWidth = 0; // the scroller's width as its resize observer last saw it
   function layout() {
     const toolbarH = toolbar.offsetHeight || 30;
     const footerH = footer.offsetHeight || 22;
     // as tall as the rows need at full row height, at most what `height` leaves for the frame
     const budget = Math.max(80, model.get("height") - toolbarH - footerH - 6);
-    const width = scroller.clientWidth || 600;
+    const width = scroller.clientWidth || seenWidth || 600; // 0 while hidden or while the theme swaps
     if (fitMode) cellW = N ? Math.min(MAX_CELL_W, width / N) : 1;
     const scrollbar = N * cellW > width + 0.5 ? 14 : 0;
     const frameH = Math.min(budget, Math.max(HEADER_H + 60, HEADER_H + R * MAX_ROW_H + scrollbar + 2));
@@ -578,7 +579,7 @@ function setup(kit) {
   // theme switches change the CSS variables the colours come from
   kit.onTheme(() => { computeScale(); buildImage(); blit(); drawLegend(); });
   kit.on("colours", () => { computeScale(); buildImage(); blit(); drawLegend(); });
-  kit.onResize(scroller, () => { layout(); buildLabels(); blit(); });
+  kit.onResize(scroller, (size) => { seenWidth = size.width; layout(); buildLabels(); blit(); });
 
   decodeMembers();
   kit.selection(followShared);

@@ -196,7 +196,11 @@ function setup(kit) {
     picker.replaceChildren(...options);
     picker.value = d.layer;
     rangeLabel.textContent = d.range.length === 2 ? `steps ${d.range[0]}–${d.range[1]}` : "all steps";
-    count.textContent = `${d.steps.length} steps tracked`;
+    const first = model.get("first_step_s");
+    count.textContent = d.steps.length ? `${d.steps.length} steps tracked` + (first >= 0
+      ? ` · first step ${first.toFixed(1)} s${first > 2 ? " (compiling the instruments, once)" : ""}` : "")
+      : "waiting for the first step: it compiles the instruments (numba, once, then cached on disk)…";
+    el.dataset.firstStep = String(first);
     let shown = 0;
     for (const entry of cards.values()) {
       const { inst, card } = entry;
@@ -242,7 +246,8 @@ function setup(kit) {
     draw();
   });
   function schedule() { redraw(); }
-  kit.on("steps series layer_series layer step_range hist1d hist2d notes tracked height colours", schedule);
+  kit.on("steps series layer_series layer step_range hist1d hist2d notes tracked height colours first_step_s",
+    schedule);
   kit.onResize(el, schedule);
   draw();
 }

@@ -6,7 +6,7 @@
 // instances in the shared Selection; a selection made in another view comes back evaluated (compared_*).
 // Class names are data: they only ever reach the page through textContent.
 import { defineView } from "./common/view.js";
-import { h, svg } from "./common/dom.js";
+import { h, svg, formatCount } from "./common/dom.js";
 import { frame, line, horizontalDrag, formatNumber } from "./evaluation/chart.js";
 
 const SOURCE = "evaluation";
@@ -25,11 +25,21 @@ const CSS = `
 .activis-eval .av-chip { cursor: pointer; margin-right: 6px; white-space: nowrap; }
 .activis-eval .av-chip[aria-pressed="true"] { font-weight: 600; color: var(--av-fg); }
 .activis-eval .av-legend { font-size: 10px; color: var(--av-fg-muted); max-height: 30px; overflow: hidden; }
-.activis-eval .av-table { overflow: auto; font-size: 11px; }
-.activis-eval table { border-collapse: collapse; width: 100%; }
-.activis-eval td, .activis-eval th { padding: 1px 4px; text-align: right; white-space: nowrap; }
-.activis-eval td:first-child, .activis-eval th:first-child { text-align: left; max-width: 120px; overflow: hidden;
-  text-overflow: ellipsis; }
+/* the table fits its card (fixed columns, names cut with an ellipsis): it scrolls down, never sideways */
+.activis-eval .av-table { overflow-x: hidden; overflow-y: auto; font-size: 11px; }
+.activis-eval table { border-collapse: collapse; width: 100%; table-layout: fixed; }
+.activis-eval td, .activis-eval th { padding: 1px 2px; text-align: right; white-space: nowrap; overflow: hidden;
+  text-overflow: ellipsis; font-variant-numeric: tabular-nums; }
+.activis-eval td:first-child, .activis-eval th:first-child { text-align: left; }
+.activis-eval table[data-role="summary"] td:first-child { width: 55%; }
+.activis-eval table[data-role="classes"] { margin-top: 6px; }
+.activis-eval table[data-role="classes"] td:first-child, .activis-eval table[data-role="classes"] th:first-child {
+  width: 16%; }
+.activis-eval input[data-role="threshold"] { width: 7em; }
+.activis-eval .av-zoom { fill: var(--av-accent); fill-opacity: 0.1; stroke: var(--av-accent); }
+.activis-eval .av-card h4 button { font: inherit; font-size: 10px; font-weight: 400; margin-left: 6px; padding: 0 4px;
+  border: 1px solid var(--av-border); border-radius: 2px; background: var(--av-bg); color: var(--av-fg);
+  cursor: pointer; }
 .activis-eval tr.av-focus td { font-weight: 600; }
 .activis-eval .av-cm { position: relative; }
 .activis-eval .av-cm-label { position: absolute; font-size: 10px; color: var(--av-fg-muted); overflow: hidden;
@@ -43,18 +53,23 @@ const SUMMARY_LABELS = {
   ece: "ECE (top label)", bucket_auc_error: "200-bucket AUC error",
 };
 
-const ARRAYS = ["index", "label", "score", "other", "roc", "roc_offsets", "pr", "pr_offsets", "reliability", "summary",
+const ARRAYS = ["index", "label", "score", "other", "argmax", "roc", "roc_offsets", "pr", "pr_offsets", "reliability",
+  "summary",
   "class_metrics", "compared_summary", "compared_class_metrics", "compared_roc"];
 
 function setup(kit) {
   const { model, el } = kit;
   const focusPick = h("select", { "data-role": "focus", title: "Class whose scores are thresholded and drawn" });
-  const thresholdBox = h("input", { type: "number", step: "0.01", "data-role": "threshold", title: "Threshold" });
+  const thresholdBox = h("input", { type: "number", step: "0.01", "data-role": "threshold", placeholder: "argmax",
+    title: "Threshold on the focus class's score (empty: each instance's top class, as evaluate() counts)" });
+  const argmaxButton = h("button", { text: "argmax", "data-role": "argmax",
+    title: "predict each instance's top-scoring class (what activis.evaluate() prints)" });
   const clear = h("button", { text: "Clear selection", "data-role": "clear" });
   const info = h("span", { className: "av-info" });
   const errorBox = h("span", { className: "av-error" });
   const toolbar = h("div", { className: "activis-toolbar" }, [h("strong", { text: "Evaluation" }),
-    h("span", { text: "focus class" }), focusPick, h("span", { text: "threshold" }), thresholdBox, clear, info,
+    h("span", { text: "focus class" }), focusPick, h("span", { text: "threshold" }), thresholdBox, argmaxButton, clear,
+    info,
       errorBox]);
   const cards = {};
   for (const [key, title] of [["roc", "ROC"], ["pr", "Precision–recall"], ["dist", "Score distributions"],
@@ -70,8 +85,13 @@ function setup(kit) {
   el.append(toolbar, grid);
 
   // ------------------------------------------------------------------ state
-  let n = 0, K = 0, index, label, score, other, counts = new Int32Array(0), positives = 0;
-  let focus = 0, threshold = 0.5, domain = [0, 1];
+  let n = 0, K = 0, index, label, score, other, argmax, counts = new Int32Array(0), positives = 0;
+  /** @type {number | null} null: argmax (each instance's top class) */
+  let threshold = null;
+  let focus = 0, domain = [0, 1];
+  /** @typedef {{x: [number, number], y: [number, number]}} Zoom */
+  /** @type {Record<string, Zoom>} the zoomed part of the ROC and PR charts */
+  const zoom = {};
   let shared = null;
   let updates = 0; // threshold updates drawn (for tests and the benchmark)
   let redraw = () => {};
@@ -86,6 +106,7 @@ function setup(kit) {
     label = arr("label") || new Int32Array(0);
     score = arr("score") || new Float32Array(0);
     other = arr("other") || new Int32Array(0);
+    argmax = arr("argmax") || new Int32Array(0);
     n = label.length;
     K = names().length;
     focus = model.get("focus");
@@ -94,10 +115,14 @@ function setup(kit) {
     for (let i = 0; i < n; i++) if (label[i] === focus) positives++;
   }
 
-  /** The confusion matrix at threshold t: focus where its score reaches t, the best other class elsewhere. */
+  /** Instance i's predicted class: its top class (t null), else focus where its score reaches t, the best other. */
+  const predicted = (/** @type {number} */ i, /** @type {number | null} */ t) => (t === null
+    ? argmax[i] : score[i] >= t ? focus : other[i]);
+
+  /** The confusion matrix at threshold t (null: argmax). */
   function recount(t) {
     counts = new Int32Array(K * K);
-    for (let i = 0; i < n; i++) counts[label[i] * K + (score[i] >= t ? focus : other[i])]++;
+    for (let i = 0; i < n; i++) counts[label[i] * K + predicted(i, t)]++;
   }
 
   function classStats() {
@@ -140,7 +165,10 @@ function setup(kit) {
 
   function curves(key, data, offsets, xLabel, yLabel, compared) {
     const card = cards[key];
-    const f = frame(W, chartH, [0, 1], [0, 1], xLabel, yLabel);
+    /** @type {Zoom} */
+    const view = zoom[key] || { x: [0, 1], y: [0, 1] };
+    const f = frame(W, chartH, view.x, view.y, xLabel, yLabel);
+    clipToFrame(f);
     if (key === "roc") f.plot.appendChild(svg("line", { x1: f.x(0), y1: f.y(0), x2: f.x(1), y2: f.y(1),
       class: "av-axis", "stroke-dasharray": "3 3" }));
     let drawn = 0;
@@ -170,6 +198,7 @@ function setup(kit) {
       "stroke-width": 2 }) };
     f.plot.appendChild(marks[key].dot);
     card.body.replaceChildren(f.root);
+    zoomable(key, f, view);
     card.root.dataset.curves = String(drawn);
     const chips = K <= 2 ? [] : [...Array(K).keys()].map((k) => chip(names()[k], colors()[k], k === focus,
       () => setFocus(k)));
@@ -177,6 +206,66 @@ function setup(kit) {
     if (compared && compared.length > 3) chips.push(chip(model.get("compared_label"), kit.colour("--av-accent",
       "#1976d2"), false, null));
     card.legend.replaceChildren(...chips);
+  }
+
+  let clips = 0;
+  /** Keep what a zoomed chart draws inside its axes. */
+  function clipToFrame(f) {
+    const id = `activis-eval-clip-${Math.random().toString(36).slice(2)}-${clips++}`;
+    const clip = svg("clipPath", { id });
+    clip.appendChild(svg("rect", { x: f.left, y: f.top, width: f.right - f.left, height: f.bottom - f.top }));
+    f.root.insertBefore(clip, f.root.firstChild);
+    f.plot.setAttribute("clip-path", `url(#${id})`);
+  }
+
+  /** Drag a box on a ROC or PR chart to zoom into it (a near-perfect model's curves hug the axes);
+   * double-click, or the card's "full" button, shows all of it again. */
+  function zoomable(key, f, view) {
+    const card = cards[key];
+    const zoomed = view.x[0] > 0 || view.x[1] < 1 || view.y[0] > 0 || view.y[1] < 1;
+    card.root.dataset.zoom = zoomed ? JSON.stringify(view) : "";
+    const title = card.root.querySelector("h4");
+    title.querySelector("button")?.remove();
+    if (zoomed) {
+      const full = h("button", { text: "full", title: "show the whole chart (or double-click it)" });
+      full.addEventListener("click", () => { delete zoom[key]; redraw(); });
+      title.appendChild(full);
+    }
+    const box = svg("rect", { class: "av-zoom", visibility: "hidden" });
+    const hit = svg("rect", { x: f.left, y: f.top, width: f.right - f.left, height: f.bottom - f.top,
+      fill: "transparent", style: "cursor: crosshair" });
+    f.root.append(hit, box);
+    const at = (/** @type {PointerEvent} */ e) => {
+      const r = f.root.getBoundingClientRect();
+      const px = Math.max(f.left, Math.min(f.right, e.clientX - r.left));
+      const py = Math.max(f.top, Math.min(f.bottom, e.clientY - r.top));
+      return [px, py];
+    };
+    let start = null;
+    hit.addEventListener("pointerdown", (e) => {
+      if (e.button !== 0) return;
+      start = at(e);
+      hit.setPointerCapture(e.pointerId);
+    });
+    hit.addEventListener("pointermove", (e) => {
+      if (!start) return;
+      const [x, y] = at(e);
+      Object.entries({ x: Math.min(x, start[0]), y: Math.min(y, start[1]), width: Math.abs(x - start[0]),
+        height: Math.abs(y - start[1]), visibility: "visible" }).forEach(([k, v]) => box.setAttribute(k, String(v)));
+    });
+    hit.addEventListener("pointerup", (e) => {
+      if (!start) return;
+      const [x, y] = at(e), s0 = start;
+      start = null;
+      box.setAttribute("visibility", "hidden");
+      if (Math.abs(x - s0[0]) < 6 || Math.abs(y - s0[1]) < 6) return; // a click, not a box
+      const dx = (px) => view.x[0] + ((px - f.left) / (f.right - f.left)) * (view.x[1] - view.x[0]);
+      const dy = (py) => view.y[0] + ((f.bottom - py) / (f.bottom - f.top)) * (view.y[1] - view.y[0]);
+      zoom[key] = { x: [dx(Math.min(x, s0[0])), dx(Math.max(x, s0[0]))],
+        y: [dy(Math.max(y, s0[1])), dy(Math.min(y, s0[1]))] };
+      redraw();
+    });
+    hit.addEventListener("dblclick", () => { delete zoom[key]; redraw(); });
   }
 
   function drawDistributions() {
@@ -226,7 +315,7 @@ function setup(kit) {
     let mode = null;
     horizontalDrag(f.root, f, {
       onStart: (v) => {
-        mode = Math.abs(f.x(v) - f.x(threshold)) <= 6 ? "threshold" : "brush";
+        mode = threshold !== null && Math.abs(f.x(v) - f.x(threshold)) <= 6 ? "threshold" : "brush";
         return true;
       },
       onMove: (a, b, start, v) => {
@@ -287,9 +376,12 @@ function setup(kit) {
   const cm = { canvas: h("canvas", { "data-role": "cells" }), labels: h("div") };
   const cmBox = h("div", { className: "av-cm" }, [cm.canvas, cm.labels]);
   cards.confusion.body.appendChild(cmBox);
+  /** The matrix's geometry: labels as wide as the names need (56 px for "0".."9" left 15 px a cell at 10 classes,
+   * too small for a count); at least 16 px a cell while the card's width allows, the card growing down. */
   function cmLayout() {
-    const lab = K > 30 ? 0 : 56;
-    const side = Math.max(10, Math.min(W - lab - 4, chartH - lab - 4));
+    const longest = names().reduce((m, t) => Math.max(m, String(t).length), 1);
+    const lab = K > 30 ? 0 : Math.min(56, 8 + 6.5 * longest);
+    const side = Math.max(10, Math.min(W - lab - 4, Math.max(chartH - lab - 4, 16 * K)));
     return { lab, side, cell: side / Math.max(1, K) };
   }
   function drawConfusionLabels() {
@@ -318,18 +410,25 @@ function setup(kit) {
     const accent = kit.colour("--av-accent", "#1976d2"), warn = kit.colour("--av-warn", "#e65100");
     const fg = kit.colour("--av-fg", "#111");
     const sel = model.get("selected_cell") || [];
-    ctx.font = `${Math.min(12, Math.max(8, cell / 3))}px sans-serif`;
+    const fontPx = Math.min(12, Math.max(8, cell * 0.45));
+    ctx.font = `${fontPx}px sans-serif`;
+    let shown = 0;
     ctx.textAlign = "center"; ctx.textBaseline = "middle";
     for (let a = 0; a < K; a++) {
       let row = 0;
       for (let b = 0; b < K; b++) row += counts[a * K + b];
       for (let b = 0; b < K; b++) {
         const c = counts[a * K + b];
-        ctx.globalAlpha = row ? 0.08 + 0.92 * (c / row) : 0.04;
+        const alpha = row ? 0.08 + 0.92 * (c / row) : 0.04;
+        ctx.globalAlpha = alpha;
         ctx.fillStyle = a === b ? accent : warn;
         ctx.fillRect(b * cell + 0.5, a * cell + 0.5, cell - 1, cell - 1);
         ctx.globalAlpha = 1;
-        if (cell >= 18) { ctx.fillStyle = fg; ctx.fillText(String(c), b * cell + cell / 2, a * cell + cell / 2); }
+        const text = c >= 10000 ? formatCount(c) : String(c);
+        if (c && cell >= 14 && ctx.measureText(text).width <= cell - 2) { // an empty cell stays blank
+          ctx.fillStyle = alpha > 0.55 ? "#fff" : fg; ctx.fillText(text, b * cell + cell / 2, a * cell + cell / 2);
+          shown++;
+        }
       }
     }
     if (sel.length === 2) {
@@ -337,6 +436,7 @@ function setup(kit) {
       ctx.strokeRect(sel[1] * cell + 1, sel[0] * cell + 1, cell - 2, cell - 2);
     }
     el.dataset.counts = JSON.stringify(Array.from(counts));
+    el.dataset.countsShown = String(shown);
   }
   kit.listen(cm.canvas, "click", (e) => {
     const box = cm.canvas.getBoundingClientRect();
@@ -347,7 +447,7 @@ function setup(kit) {
     if (sel.length === 2 && sel[0] === a && sel[1] === b) { clearSelection(); return; }
     const picked = [];
     for (let i = 0; i < n; i++) {
-      if (label[i] === a && (score[i] >= threshold ? focus : other[i]) === b) picked.push(index[i]);
+      if (label[i] === a && predicted(i, threshold) === b) picked.push(index[i]);
     }
     writeBrush(Int32Array.from(picked), { selected_cell: [a, b], selected_range: [] });
   });
@@ -360,8 +460,9 @@ function setup(kit) {
   });
 
   // ------------------------------------------------------------------ metrics table
-  const table = h("table");
-  const tableBox = h("div", { className: "av-table" }, [table]);
+  const table = h("table", { "data-role": "summary" });
+  const classTable = h("table", { "data-role": "classes" }); // its own columns: 7, the summary's 2 or 3
+  const tableBox = h("div", { className: "av-table" }, [table, classTable]);
   cards.metrics.body.appendChild(tableBox);
   function drawTable() {
     const s = classStats();
@@ -405,11 +506,13 @@ function setup(kit) {
       const tr = h("tr", { className: k === focus ? "av-focus" : "", "data-class": String(k) },
         [h("td", { text: names()[k], title: names()[k] }), ...[s.prec[k], s.rec[k], s.f1[k], v("auc"),
           v("average_precision"), v("bucket_auc_error")]
-          .map((x) => h("td", { text: formatNumber(x) }))]);
+          .map((x, j) => h("td", { text: Number.isFinite(x) && j < 5 ? x.toFixed(3) : formatNumber(x),
+            title: formatNumber(x) }))]);
       tr.addEventListener("click", () => setFocus(k));
       classRows.push(tr);
     }
-    table.replaceChildren(h("tr", {}, head.map((t) => h("th", { text: t }))), ...rows, classHead, ...classRows);
+    table.replaceChildren(h("tr", {}, head.map((t) => h("th", { text: t }))), ...rows);
+    classTable.replaceChildren(classHead, ...classRows);
     el.dataset.accuracy = String(s.accuracy);
   }
 
@@ -423,11 +526,16 @@ function setup(kit) {
       m.dot.setAttribute("visibility", Number.isFinite(x) && Number.isFinite(y) ? "visible" : "hidden");
     }
     if (marks.dist) {
-      const x = marks.dist.f.x(Math.min(domain[1], Math.max(domain[0], threshold)));
+      const x = marks.dist.f.x(Math.min(domain[1], Math.max(domain[0], threshold ?? domain[0])));
       marks.dist.rule.setAttribute("x1", x); marks.dist.rule.setAttribute("x2", x);
+      marks.dist.rule.setAttribute("visibility", threshold === null ? "hidden" : "visible");
     }
-    if (document.activeElement !== thresholdBox) thresholdBox.value = String(Number(threshold.toPrecision(4)));
-    cards.dist.sub.textContent = `threshold ${formatNumber(threshold)}`;
+    if (document.activeElement !== thresholdBox) {
+      thresholdBox.value = threshold === null ? "" : String(Number(threshold.toPrecision(4)));
+    }
+    argmaxButton.setAttribute("aria-pressed", String(threshold === null));
+    cards.dist.sub.textContent = threshold === null ? "argmax: click to set a threshold"
+      : `threshold ${formatNumber(threshold)}`;
   }
 
   function applyThreshold(t) {
@@ -437,7 +545,7 @@ function setup(kit) {
     drawConfusionCells();
     drawTable();
     placeMarks();
-    el.dataset.threshold = String(t);
+    el.dataset.threshold = t === null ? "argmax" : String(t);
     el.dataset.updateMs = (performance.now() - t0).toFixed(2);
     const update = (updates += 1);
     requestAnimationFrame(() => { // to the frame that shows it: what the user waits for
@@ -527,13 +635,17 @@ function setup(kit) {
   redraw = kit.frame(drawAll);
   kit.listen(focusPick, "change", () => setFocus(Number(focusPick.value)));
   kit.listen(thresholdBox, "change", () => {
-    const v = Number(thresholdBox.value);
+    const v = thresholdBox.value.trim() === "" ? NaN : Number(thresholdBox.value);
     if (Number.isFinite(v)) moveThreshold(v, true);
+    else backToArgmax();
   });
+  const backToArgmax = () => { applyThreshold(null); model.set("threshold", null); model.save_changes(); };
+  kit.listen(argmaxButton, "click", backToArgmax);
   kit.listen(clear, "click", clearSelection);
   kit.on("index score other label roc pr reliability focus class_names colours summary class_metrics " +
     "compared_summary compared_roc compared_label height error", redraw);
   kit.on("threshold", () => { if (model.get("threshold") !== threshold) applyThreshold(model.get("threshold")); });
+  kit.on("argmax", redraw);
   kit.on("selected_cell", drawConfusionCells);
   kit.onResize(grid, drawAll);
   kit.onTheme(redraw);

@@ -9,7 +9,7 @@ import { h, svg, makeTooltip } from "./common/dom.js";
 /**
  * @typedef {{ severity: "error" | "warning" | "note", count: number, title: string }} Marker
  * @typedef {{ name: string, op: string, target: string, kind: string, module_path: string, inputs: string[],
- *   shape: number[] | null, dtype?: string, num_params: number }} GraphNode
+ *   shape: number[] | null, dtype?: string, num_params: number, capturable?: boolean }} GraphNode
  * @typedef {{ path: string, type: string, children: string[], num_params: number }} GraphModule
  * @typedef {{ nodes: GraphNode[], modules: GraphModule[], method?: string }} Graph
  * @typedef {{ graph: Graph, selected_layer: string, expanded: string[], captured_layers: string[],
@@ -23,8 +23,13 @@ const NODE_H = 30;
 const CHAR_W = 7;
 const HIDDEN_OPS = new Set(["get_attr"]);
 
-function shapeText(shape) {
-  return shape ? `[${shape.join(", ")}]` : "—";
+/** A node's output shape; its first size is the example's batch when the node is batch-first (capturable):
+ * shown as N, since the model takes any batch (the example's size said nothing about the model). */
+function shapeText(node) {
+  const shape = node && node.shape;
+  if (!shape) return "—";
+  return node.capturable && shape.length ? `[N, ${shape.slice(1).join(", ")}]`.replace(", ]", "]") + " (N: batch)"
+    : `[${shape.join(", ")}]`;
 }
 
 /** Which box a node is drawn in: the shallowest collapsed module around it, or itself.
@@ -121,7 +126,7 @@ function tooltipLines(item) {
       `module ${item.path}`,
       `type: ${m ? m.type : "?"}`,
       `nodes inside: ${item.nodes.length}`,
-      `output shape: ${shapeText(n && n.shape)}`,
+      `output shape: ${shapeText(n)}`,
       `parameters: ${m ? m.num_params.toLocaleString() : 0}`,
       "double-click to expand",
     ];
@@ -130,7 +135,7 @@ function tooltipLines(item) {
     n.name,
     `op: ${n.op}  ${n.target}`,
     `module: ${n.module_path || "(model)"}`,
-    `output shape: ${shapeText(n.shape)}${n.dtype ? " " + n.dtype : ""}`,
+    `output shape: ${shapeText(n)}${n.dtype ? " " + n.dtype : ""}`,
     `parameters: ${n.num_params.toLocaleString()}`,
   ];
 }

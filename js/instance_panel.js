@@ -258,7 +258,7 @@ function setup(kit) {
     btnThumbs.setAttribute("aria-pressed", String(thumbs));
     drawLegend();
     scroll.style.height = `${Math.max(80, total - toolbar.offsetHeight - legend.offsetHeight - 6)}px`;
-    const width = scroll.clientWidth || el.clientWidth || 800;
+    const width = scroll.clientWidth || lastWidth || el.clientWidth || 800; // 0 while hidden or the theme swaps
     lastWidth = width;
     const cell = thumbs ? 34 : 12;
     headers.replaceChildren();
@@ -582,8 +582,8 @@ function setup(kit) {
   kit.on("_sample", () => schedule(true));
   kit.on("_sort_keys sort_label pinned highlighted_indices class_names colours thumbnails height",
     () => schedule(false));
-  kit.onResize(scroll, () => {
-    if (scroll.clientWidth && Math.abs(scroll.clientWidth - lastWidth) > 1) schedule(false);
+  kit.onResize(scroll, (size) => {
+    if (Math.abs(size.width - lastWidth) > 1) schedule(false);
   });
   // canvas colours are read from the theme at draw time: redraw when JupyterLab switches theme
   kit.onTheme(() => schedule(false));

@@ -113,8 +113,10 @@ function setup(kit) {
   }
 
   // ---------------------------------------------------------------- drawing
-  function resize() {
-    const w = Math.max(1, frame.clientWidth), hgt = Math.max(1, frame.clientHeight); // inside the border
+  /** @param {{width: number, height: number}} [size] the frame's inside, as its resize observer saw it */
+  function resize(size) {
+    const w = Math.max(1, Math.floor(size ? size.width : frame.clientWidth)); // inside the border
+    const hgt = Math.max(1, Math.floor(size ? size.height : frame.clientHeight));
     dpr = window.devicePixelRatio || 1;
     if (w === cssW && hgt === cssH && image && image.width === Math.round(w * dpr)) return false;
     cssW = w; cssH = hgt;
@@ -575,7 +577,7 @@ function setup(kit) {
   on("height", () => { box.style.height = `${model.get("height")}px`; });
 
   box.style.height = `${model.get("height")}px`;
-  kit.onResize(frame, () => { if (resize()) { readTheme(); drawBase(); drawOverlay(); } });
+  kit.onResize(frame, (size) => { if (resize(size)) { readTheme(); drawBase(); drawOverlay(); } });
   kit.onTheme(() => { readTheme(); scheduleDraw(); });
 
   syncControls();

@@ -5,7 +5,7 @@
 // it and the summary table shows each run's mean over it; double-click resets. Run names,
 // configuration values and series names are data: they reach the page only through textContent.
 import { defineView } from "./common/view.js";
-import { h, svg } from "./common/dom.js";
+import { h, svg, makeTooltip } from "./common/dom.js";
 import { frame, line, horizontalDrag, formatNumber } from "./evaluation/chart.js";
 
 const CSS = `
@@ -23,11 +23,18 @@ const CSS = `
   text-align: left; white-space: nowrap; }
 .activis-runs th.av-differs, .activis-runs td.av-differs { color: var(--av-accent); font-weight: 600; }
 .activis-runs .av-chip { margin-right: 8px; }
+.activis-runs .av-card { position: relative; }
+.activis-runs path[data-run] { pointer-events: none; }
+.activis-runs circle[data-jump] { cursor: help; pointer-events: all; }
+.activis-runs .av-hover-rule { stroke: var(--av-fg-muted); stroke-width: 1; pointer-events: none; }
+.activis-runs .av-jump-key { display: inline-block; width: 9px; height: 9px; border: 1.5px solid var(--av-fg-muted);
+  border-radius: 50%; margin-right: 3px; vertical-align: middle; }
 `;
 
 function setup(kit) {
   const { model, el } = kit;
   const legend = h("div", { className: "activis-legend" });
+  const tooltip = makeTooltip(el);
   const reset = h("button", { text: "All steps", "data-role": "reset" });
   const rangeInfo = h("span", { className: "av-info" });
   const toolbar = h("div", { className: "activis-toolbar" }, [h("strong", { text: "Runs" }), legend, reset, rangeInfo]);
@@ -72,6 +79,8 @@ function setup(kit) {
       f.root.insertBefore(defs, f.root.firstChild);
       f.plot.setAttribute("clip-path", `url(#${clip})`);
       let points = 0, flagged = 0;
+      /** @type {SVGElement[]} */
+      const marks = []; // drawn last, above the brush layer: they answer the mouse
       const jumps = kit.array("jumps");
       for (let r = 0; r < runs.length; r++) {
         const at = (r * series.length + s) * T;
@@ -80,13 +89,12 @@ function setup(kit) {
         line(f, stepsF, ys, 0, T, { stroke: colors[r] || "#888", "stroke-width": 1.5, "data-run": String(r) });
         for (let t = 0; jumps && t < T; t++) { // a sudden jump: far outside the spread of the changes before it
           if (!jumps.data[at + t] || stepsF[t] < x0 || stepsF[t] > x1) continue;
-          const mark = svg("circle", { cx: f.x(stepsF[t]), cy: f.y(ys[t]), r: 4, fill: "none",
-            stroke: kit.colour("--av-warn", "#e65100"),
-            "stroke-width": 1.5, "data-jump": String(runs[r]) });
-          const title = svg("title");
-          title.textContent = `${runs[r]}: sudden jump at step ${stepsF[t]}`;
-          mark.appendChild(title);
-          f.plot.appendChild(mark);
+          const mark = svg("circle", { cx: f.x(stepsF[t]), cy: f.y(ys[t]), r: 4.5, fill: "transparent",
+            stroke: colors[r] || "#888", "stroke-width": 2, "data-jump": String(runs[r]) });
+          const change = t > 0 && Number.isFinite(ys[t - 1]) ? ys[t] - ys[t - 1] : NaN;
+          mark.dataset.tip = `${runs[r]}: sudden jump at step ${stepsF[t]}\n${name} ${formatNumber(ys[t])}` +
+            (Number.isFinite(change) ? ` (${change > 0 ? "+" : ""}${formatNumber(change)} in one step)` : "");
+          marks.push(mark);
           flagged++;
         }
       }
@@ -104,6 +112,14 @@ function setup(kit) {
       f.root.appendChild(brush);
       f.root.appendChild(svg("rect", { x: f.left, y: f.top, width: f.right - f.left, height: f.bottom - f.top,
         fill: "transparent", "data-role": "brush" }));
+      const hoverRule = svg("line", { class: "av-hover-rule", y1: f.top, y2: f.bottom, visibility: "hidden" });
+      const top = svg("g", { "clip-path": `url(#${clip})` });
+      top.append(hoverRule, ...marks);
+      f.root.appendChild(top);
+      const card = h("div", { className: "av-card", "data-series": name, "data-points": String(points),
+        "data-jumps": String(flagged) },
+        [h("h4", { text: name, title: name }), f.root]);
+      hoverValues(card, f, hoverRule, name, s, stepsF, T, runs, x0, x1);
       horizontalDrag(f.root, f, {
         onMove: (a, b) => {
           brush.setAttribute("x", f.x(a)); brush.setAttribute("width", Math.max(0, f.x(b) - f.x(a)));
@@ -117,17 +133,52 @@ function setup(kit) {
         },
       });
       f.root.addEventListener("dblclick", resetRange);
-      const card = h("div", { className: "av-card", "data-series": name, "data-points": String(points),
-        "data-jumps": String(flagged) },
-        [h("h4", { text: name, title: name }), f.root]);
       cards.push(card);
     });
     grid.replaceChildren(...cards);
     legend.replaceChildren(...runs.map((name, r) => h("span", { className: "av-chip", "data-run": String(r) },
-      [h("span", { className: "swatch", style: { background: colors[r] || "#888" } }), h("span", { text: name })])));
+      [h("span", { className: "swatch", style: { background: colors[r] || "#888" } }), h("span", { text: name })])),
+    h("span", { className: "av-chip", "data-role": "jump-key", title: "a change more than 6 robust spreads (MAD) "
+      + "away from the changes before and after it, in the run's colour; hover a ring for its step and size" },
+    [h("span", { className: "av-jump-key" }), h("span", { text: "sudden jump" })]));
     rangeInfo.textContent = range.length === 2 ? `steps ${range[0]}–${range[1]}` : "all steps";
     el.dataset.range = range.join(",");
     el.dataset.steps = String(T); // how many steps the charts span: grows while a run trains
+  }
+
+  /** Hovering a chart shows every run's value at the nearest step, and a ring its jump. */
+  function hoverValues(card, f, rule, name, s, stepsF, T, runs, x0, x1) {
+    const values = kit.array("values");
+    const series = model.get("series_names") || [];
+    card.addEventListener("pointermove", (/** @type {PointerEvent} */ e) => {
+      const target = /** @type {Element} */ (e.target);
+      const box = el.getBoundingClientRect();
+      const at = [e.clientX - box.left + el.scrollLeft, e.clientY - box.top + el.scrollTop];
+      if (target instanceof SVGElement && target.dataset.tip) {
+        tooltip.show([target.dataset.tip], at[0], at[1]);
+        return;
+      }
+      const r0 = f.root.getBoundingClientRect();
+      const px = (e.clientX - r0.left) * (Number(f.root.getAttribute("width")) / r0.width || 1);
+      if (!T || px < f.left || px > f.right) { tooltip.hide(); rule.setAttribute("visibility", "hidden"); return; }
+      const step = f.invertX(px);
+      let best = -1;
+      for (let t = 0; t < T; t++) {
+        if (stepsF[t] < x0 || stepsF[t] > x1) continue;
+        if (best < 0 || Math.abs(stepsF[t] - step) < Math.abs(stepsF[best] - step)) best = t;
+      }
+      if (best < 0) return;
+      rule.setAttribute("x1", f.x(stepsF[best])); rule.setAttribute("x2", f.x(stepsF[best]));
+      rule.setAttribute("visibility", "visible");
+      const lines = [`step ${stepsF[best]} · ${name}`];
+      runs.forEach((run, r) => {
+        const v = values ? values.data[(r * series.length + s) * T + best] : NaN;
+        lines.push(`${run}: ${formatNumber(v)}`);
+      });
+      tooltip.show(lines, at[0], at[1]);
+      el.dataset.hoverStep = String(stepsF[best]);
+    });
+    card.addEventListener("pointerleave", () => { tooltip.hide(); rule.setAttribute("visibility", "hidden"); });
   }
 
   function drawTables() {

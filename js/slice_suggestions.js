@@ -13,12 +13,19 @@ import { h } from "./common/dom.js";
 const CSS = `
 .activis-slices .activis-slices-bar { height: 6px; background: var(--av-bg-alt); border-radius: 3px; overflow: hidden; }
 .activis-slices .activis-slices-fill { height: 100%; width: 0; background: var(--av-accent); transition: width 0.15s; }
-.activis-slices .activis-slices-list { overflow-y: auto; border-top: 1px solid var(--av-border-soft); }
-.activis-slices .activis-slice-row { display: flex; gap: 8px; align-items: center; padding: 3px 4px;
+.activis-slices { display: flex; flex-direction: column; overflow: hidden; }
+.activis-slices > * { flex: 0 0 auto; }
+.activis-slices .activis-slices-list { overflow-y: auto; border-top: 1px solid var(--av-border-soft);
+  flex: 1 1 auto; min-height: 40px; }
+/* two lines per slice: what it holds on a line of its own (the whole width: in a narrow panel the numbers
+   once squeezed it to one letter per line), then its rank, kind, numbers and Adopt */
+.activis-slices .activis-slice-row { display: grid; grid-template-columns: auto auto minmax(0, 1fr) auto;
+  column-gap: 8px; row-gap: 1px; align-items: center; padding: 3px 4px;
   border-bottom: 1px solid var(--av-border-soft); }
-.activis-slices .activis-slice-description { flex: 1; font-family: var(--av-code-font); font-size: 11px;
-  overflow-wrap: anywhere; }
-.activis-slices .activis-slice-numbers { color: var(--av-fg-muted); font-size: 11px; white-space: nowrap; }
+.activis-slices .activis-slice-description { grid-column: 1 / -1; font-family: var(--av-code-font); font-size: 11px;
+  overflow-wrap: break-word; min-width: 0; }
+.activis-slices .activis-slice-numbers { color: var(--av-fg-muted); font-size: 11px; white-space: nowrap;
+  overflow: hidden; text-overflow: ellipsis; min-width: 0; }
 .activis-slices .activis-slice-kind { font-size: 10px; color: var(--av-fg-muted);
   border: 1px solid var(--av-border-soft);
   border-radius: 3px; padding: 0 3px; }
@@ -69,7 +76,7 @@ export default defineView({
     }
 
     function drawList() {
-      list.style.maxHeight = `${Math.max(60, model.get("height") - 90)}px`;
+      el.style.height = `${model.get("height")}px`;
       const adopted = model.get("adopted");
       /** @type {Suggestion[]} */
       const items = model.get("items");
@@ -81,11 +88,11 @@ export default defineView({
           + ` (×${item.lift.toFixed(1)}) · p=${formatP(item.p_adjusted)}`;
         const row = h("div", { className: "activis-slice-row", "data-index": String(index), "data-name": item.name,
           "data-size": String(item.size) }, [
+          h("span", { text: item.description, className: "activis-slice-description" }),
           h("span", { text: String(index + 1), style: { color: "var(--av-fg-muted)", minWidth: "1.5em" } }),
           h("span", { text: item.kind === "activations" ? "activations" : "metadata",
             className: "activis-slice-kind" }),
-          h("span", { text: item.description, className: "activis-slice-description" }),
-          h("span", { text: numbers, className: "activis-slice-numbers" }),
+          h("span", { text: numbers, className: "activis-slice-numbers", title: numbers }),
           adopt,
         ]);
         if (item.name === adopted) row.setAttribute("data-adopted", "true");

@@ -12,12 +12,18 @@ import { h } from "./common/dom.js";
 
 const CSS = `
 .activis-subsets .av-muted { color: var(--av-fg-muted); }
-.activis-subsets .activis-subset-name-input { width: 9em; }
-.activis-subsets .activis-subset-query { flex: 1; min-width: 16em; }
+/* wide enough for their placeholders (they were cut: "name (optional", "… pred ==") */
+.activis-subsets .activis-subset-name-input { width: 11em; flex: 0 0 auto; }
+.activis-subsets .activis-subset-query { flex: 1 1 auto; min-width: 22em; }
 .activis-subsets .activis-subset-hint { color: var(--av-fg-muted); font-size: 11px; padding: 2px 0; }
 .activis-subsets .activis-subset-status { font-size: 12px; min-height: 1.2em; color: var(--av-fg-muted); }
 .activis-subsets .activis-subset-status[data-error="true"] { color: var(--av-warn); }
-.activis-subsets .activis-subset-list { overflow-y: auto; border-top: 1px solid var(--av-border-soft); }
+/* a column of the view's height: the list takes what the form and hint leave, never more (it once ran
+   under the next view when the hint wrapped) */
+.activis-subsets { display: flex; flex-direction: column; overflow: hidden; }
+.activis-subsets > * { flex: 0 0 auto; }
+.activis-subsets .activis-subset-list { overflow-y: auto; border-top: 1px solid var(--av-border-soft);
+  flex: 1 1 auto; min-height: 40px; }
 .activis-subsets .activis-subset-row { display: flex; gap: 8px; align-items: center; padding: 3px 4px; cursor: pointer;
   border-bottom: 1px solid var(--av-border-soft); }
 .activis-subsets .activis-subset-row[data-active="true"] { background: var(--av-bg-alt);
@@ -83,7 +89,7 @@ function setup(kit) {
   }
 
   function drawList() {
-    list.style.maxHeight = `${Math.max(80, model.get("height") - 120)}px`;
+    el.style.height = `${model.get("height")}px`;
     const active = model.get("active");
     const rows = model.get("items").map((/** @type {SubsetItem} */ item) => {
       const remove = h("button", { text: "×", title: "delete this subset", class: "activis-subset-remove" });

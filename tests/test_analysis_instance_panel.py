@@ -136,6 +136,10 @@ def test_pins_highlights_filters_and_sorting(tmp_path):
     panel.filter(np.arange(100))
     assert set(panel.shown) == set(range(100)) | {outside}
     assert panel._sample["filtered"] and panel._sample["candidates"] == 100
+    # the pinned instance outside the filter is shown and counted in its class: the counts add up
+    panel.pin(1999)  # outside the filter: shown, and counted in its class (not "1 shown of 0")
+    assert 1999 in panel.shown and panel._sample["class_totals"].sum() == (labels[panel.shown] >= 0).sum()
+    panel.unpin(1999)
     panel.filter(None)
     assert len(panel.shown) == 301
 

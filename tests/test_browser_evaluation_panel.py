@@ -19,7 +19,8 @@ y = rng.integers(0, 3, 600)
 logits = rng.normal(size=(600, 3)) + 1.6 * np.eye(3)[y]
 probs = np.exp(logits) / np.exp(logits).sum(1, keepdims=True)
 sel = Selection()
-panel = EvaluationPanel(labels=y, scores=probs, class_names=["cat", {XSS!r}, "bird"], selection=sel, focus=1)
+panel = EvaluationPanel(labels=y, scores=probs, class_names=["cat", {XSS!r}, "bird"], selection=sel, focus=1,
+                       threshold=0.5)  # a threshold to drag (without one the panel opens on argmax)
 panel
 '''
 STATE = '''e = panel.evaluation()
@@ -148,6 +149,7 @@ print("RESULT " + json.dumps({"cell": ex.evaluation.selected_cell, "source": ex.
 def test_confusion_cell_filters_the_explorers_views(lab, page):
     panel = open_cells(page, lab, "explorer_evaluation.ipynb", [EXPLORER, EX_STATE])
     cell = run_cell(panel, 0, timeout=240_000)
+    cell.locator(".activis-explorer-side .lm-TabBar-tab", has_text="Evaluation").click()  # a tab of the side panels
     view = view_of(cell)
     view.wait_for(timeout=120_000)
     view.locator("xpath=self::*[@data-linked='true']").wait_for()

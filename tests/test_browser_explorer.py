@@ -134,14 +134,16 @@ def test_explorer_coordination(lab, page):
     assert state["neuron"] == state["proj_neuron"] == 4 and "4" in state["sort_label"]
     page.wait_for_function("(el) => el.dataset.colorBy === 'neuron'", arg=proj.element_handle())
 
-    # 6. picking a subset in the subset panel highlights it everywhere
+    # 6. picking a subset in the subset panel (a side tab; pinning showed the misclassification tab) highlights
+    # it everywhere
+    cell.locator(".activis-explorer-side .lm-TabBar-tab", has_text="Subsets").click()
     subsets.locator(".activis-subset-row[data-name='true 3']").click()
     state = python_result(panel, 1, lambda r: r["subset"] == "true 3")
     page.wait_for_function("([el, n]) => Number(el.dataset.highlighted || 0) === n",
                            arg=[proj.element_handle(), facts["n_true3"]])
     page.wait_for_function("(el) => Number(el.dataset.highlightedDrawn || 0) > 0", arg=inst.element_handle())
     # a screenshot of the whole explorer (for the README): a viewport tall enough to hold it
-    page.set_viewport_size({"width": 1500, "height": 2300})
+    page.set_viewport_size({"width": 1500, "height": 1500})
     explorer = cell.locator(".activis-explorer")
     explorer.scroll_into_view_if_needed()
     page.wait_for_timeout(500)

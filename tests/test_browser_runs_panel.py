@@ -71,6 +71,16 @@ def test_runs_panel(lab, page):
     view.locator("xpath=self::*[@data-range='3,8']").wait_for()
     view.locator("button[data-role='reset']").click()
     assert python_result(panel, 1, lambda r: r["range"] == [])["range"] == []
+    # hovering a line shows every run's value at that step; the legend explains the jump rings
+    view.locator("xpath=self::*[@data-range='']").wait_for()
+    hit = loss.locator("[data-role='brush']")
+    box = hit.bounding_box()
+    page.mouse.move(box["x"] + box["width"] * 6 / 11, box["y"] + box["height"] / 2)
+    tip = view.locator(".activis-tooltip")
+    tip.wait_for(state="visible")
+    assert tip.inner_text().startswith("step 6 · Loss") and "fast:" in tip.inner_text()
+    assert view.locator("[data-role='jump-key']").inner_text() == "sudden jump"
+    view.screenshot(path=str(ARTIFACTS / "runs_panel_hover.png"))
 
 
 LIVE = SETUP.split("runs = RunsPanel")[0] + '''

@@ -49,6 +49,7 @@ RECORD_STATES = """(el) => {
 def test_suggested_slices_adopt_into_the_explorer(lab, page):
     panel = open_cells(page, lab, "slice_suggestions.ipynb", [SETUP, CHECK])
     cell = run_cell(panel, 0, timeout=240_000)
+    cell.locator(".activis-explorer-side .lm-TabBar-tab", has_text="Slices").click()  # a tab of the side panels
     view = cell.locator(".activis-slices[data-rendered]")
     view.wait_for(timeout=120_000)
     matrix = cell.locator(".activis-matrix[data-rendered]")
@@ -79,6 +80,7 @@ def test_suggested_slices_adopt_into_the_explorer(lab, page):
     page.wait_for_function(has_row, arg=[matrix.element_handle(), f"subset:{result['first']}"])
     page.wait_for_function("(el) => el.querySelector('.activis-slice-row[data-adopted=true]') !== null",
                            arg=view.element_handle())
+    cell.locator(".activis-explorer-side .lm-TabBar-tab", has_text="Subsets").click()
     subset_row = cell.locator(".activis-subset-row[data-active='true'] .activis-subset-name")
     subset_row.wait_for()
     assert subset_row.text_content() == result["first"]

@@ -60,6 +60,17 @@ def test_panel_sends_arrays_and_filters_by_selection():
         CockpitPanel(model)
 
 
+def test_panel_says_how_long_the_first_step_took_and_a_log_alone_says_nothing():
+    model, opt, cockpit = make()
+    panel = CockpitPanel(cockpit)
+    assert panel.first_step_s == -1  # no step yet: the page says the first one compiles the instruments
+    steps(model, opt, cockpit, 2)
+    panel.refresh()
+    first = cockpit.costs()["first_ms"].sum() / 1e3
+    assert panel.first_step_s == pytest.approx(first) and first > 0
+    assert CockpitPanel(cockpit.log).first_step_s == -1  # a log alone has no timings
+
+
 def wait_until(condition, timeout=30.0):
     deadline = time.monotonic() + timeout
     while not condition():

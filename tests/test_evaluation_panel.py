@@ -75,7 +75,7 @@ def test_unlabelled_store_has_no_panel(tmp_path):
 def test_explorer_wires_the_panel_to_its_selection(store):
     from activis.widgets.explorer import Explorer
     ex = Explorer(store, method="pca")
-    assert ex.evaluation.shared_selection is ex.selection and ex.evaluation in ex.children
+    assert ex.evaluation.shared_selection is ex.selection and ex.evaluation in ex.side_tabs.children  # a side tab
     picked = ex.evaluation.select_cell(2, 0)
     assert sorted(ex.instances.filter_indices.tolist()) == sorted(picked.tolist())  # the instance panel follows
     assert "selection" in ex.matrix.row_keys  # and the matrix shows the cell as a row

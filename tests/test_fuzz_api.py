@@ -495,7 +495,7 @@ EVALUATION = [
     ("volatility-threshold-nan", lambda w: volatility(w.log, ["Loss"], threshold=NAN),
      r"threshold is a positive number.*nan"),
     ("volatility-unknown-metric", lambda w: volatility(w.log, "eval/auc"), r"not in the log: \['eval/auc'\]"),
-    ("volatility-not-a-log", lambda w: volatility(3), r"volatility reads a CockpitLog, a Cockpit, a Run or a DataFrame"),
+    ("volatility-not-a-log", lambda w: volatility(3), r"volatility reads a CockpitLog, a Cockpit, a Run or a Data"),
     ("eval-panel-not-a-store", lambda w: activis.EvaluationPanel("store"), r"evaluate a store.*not str"),
     ("eval-panel-threshold-nan", lambda w: activis.EvaluationPanel(w.store, threshold=NAN),
      r"threshold.*finite number"),

@@ -75,6 +75,11 @@ def test_planted_latent_group_is_found_in_activation_space(tmp_path):
     assert best.layer == "fc" and len(best.neurons) == 5 and best.neurons[0][1] > 0  # the shifted neurons go up
     assert best.definition.kind == "indices" and best.name.startswith("fc ") and "at fc" in best.description
     assert set(report.tested) == {"1-predicate", "2-predicate", "3-predicate", "activation-group"}
+    # the description says which classes the slice holds, as the store names them
+    labels = store.instances["label"].to_numpy()[best.members]
+    top = int(np.bincount(labels).argmax())
+    names = store.class_names
+    assert f"holds true {names[top] if top < len(names) else top} " in best.description, best.description
 
 
 def test_error_regions_keep_a_failing_region_whole_and_place_rows_without_their_own_errors():

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..run.volatility import volatility
+from ..run.volatility import jump_scores, sudden_jumps, volatility
 from .report import evaluate
 
-__all__ = ["eval_metrics", "volatility"]
+__all__ = ["eval_metrics", "jump_scores", "sudden_jumps", "volatility"]
 
 
 def eval_metrics(labels, scores, *, class_names=None, threshold: float | None = None) -> dict[str, float]:

@@ -271,7 +271,7 @@ class RunComparison:
                     means[r, k] = inside.mean() if len(inside) else np.nan
         return means
 
-    def jumps(self, run: str, series: str, *, window: int = 5, threshold: float = 4.0) -> np.ndarray:
+    def jumps(self, run: str, series: str, *, window: int = 12, threshold: float = 6.0) -> np.ndarray:
         """The steps where ``series`` of ``run`` jumps (`activis.run.volatility`), over all its steps."""
         self._check([run])
         source = self.sources[run]

@@ -223,7 +223,7 @@ def discover_slices(store, layer: str | None = None, *, columns: Sequence[str] |
     searched = _searched_rows(labels, rows, n_all)
     for candidate in chosen:
         report.slices.append(_make_slice(candidate, layer, rows, found, groups, metric_name, scoring, float(alpha),
-                                         searched))
+                                         searched, _holds(table, rows[candidate.mask], store.class_names)))
     say(1.0, f"{len(report.slices)} slice(s) found")
     report.seconds = time.perf_counter() - started
     return report
@@ -489,8 +489,27 @@ def _searched_rows(labels: np.ndarray, rows: np.ndarray, n_all: int):
     return Subset.from_indices(rows)
 
 
+def _holds(table: pd.DataFrame, members: np.ndarray, class_names) -> str:
+    """Which true (and predicted) classes a slice holds most: what a description needs to be read
+    without opening the slice ("holds true 8 61%, 1 22%; predicted 1 48%")."""
+    def name(k: int) -> str:
+        return str(class_names[k]) if k < len(class_names) else str(k)
+
+    parts = []
+    for column, word in (("label", "true"), ("pred", "predicted")):
+        if column not in table.columns or not len(members):
+            continue
+        values = table[column].to_numpy()[members]
+        kinds, counts = np.unique(values[values >= 0], return_counts=True)
+        order = np.argsort(-counts, kind="stable")[:2]
+        top = [(int(kinds[i]), counts[i] / len(members)) for i in order if counts[i] / len(members) >= 0.15]
+        if top:
+            parts.append(f"{word} " + ", ".join(f"{name(k)} {share:.0%}" for k, share in top))
+    return f"holds {'; '.join(parts)}" if parts else ""
+
+
 def _make_slice(c: _Candidate, layer, rows, found: list[Predicate], groups, metric_name, scoring, alpha,
-                searched: Subset | None) -> Slice:
+                searched: Subset | None, holds: str = "") -> Slice:
     members = rows[c.mask]
     value = c.errors / c.size
     common = dict(members=members, size=c.size, fraction=c.size / scoring.n, metric=metric_name, value=value,
@@ -501,7 +520,8 @@ def _make_slice(c: _Candidate, layer, rows, found: list[Predicate], groups, metr
         text = " and ".join(texts)
         query = Subset.query(text if searched is None or searched.kind != "query" else f"label >= 0 and {text}")
         definition = query & searched if searched is not None and searched.kind == "indices" else query
-        return Slice(name=text, kind="metadata", description=text, definition=definition,
+        return Slice(name=text, kind="metadata", description=f"{text}; {holds}" if holds else text,
+                     definition=definition,
                      predicates=texts, **common)
     effect = groups["contrast"][c.group]
     strongest = np.argsort(-np.abs(effect), kind="stable")[:5]
@@ -510,6 +530,8 @@ def _make_slice(c: _Candidate, layer, rows, found: list[Predicate], groups, metr
     shown = ", ".join(f"{k}{'↑' if d > 0 else '↓'}" for k, d in neurons[:3])
     name, detail = groups["names"][c.group]
     description = f"{name} at {layer}{detail}: neurons {shown}"
+    if holds:
+        description += f"; {holds}"
     if rule:
         description += f"; mostly {rule} (precision {precision:.0%}, recall {recall:.0%})"
     return Slice(name=f"{layer} {name.removeprefix('activation ')}", kind="activations", description=description,

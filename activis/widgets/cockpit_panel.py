@@ -56,6 +56,8 @@ class CockpitPanel(LiveView):
     notes = traitlets.Dict().tag(sync=True)  # estimator labels and skipped quantities, for the footer
     # the quantities of the run's configuration: instruments of the others take no space
     tracked = traitlets.List(traitlets.Unicode()).tag(sync=True)
+    # seconds the instruments took on the first tracked step (numba compiles them then), -1 while unknown
+    first_step_s = traitlets.Float(-1.0).tag(sync=True)
 
     def __init__(self, source, *, throttle: float = 0.5, poll: float = 1.0, **kwargs):
         log = getattr(source, "log", source)
@@ -65,9 +67,21 @@ class CockpitPanel(LiveView):
             raise ViewError(f"CockpitPanel shows a Cockpit, a CockpitLog or a log folder (a path), not "
                             f"{type(source).__name__}.")
         self._log = log  # before the traits: validating a layer given here needs the log
+        self._costs = getattr(source, "costs", None)  # a live Cockpit times its instruments
         super().__init__(**kwargs)
-        self._follow([log], lambda: {**self._series_data(), **self._hist_data()}, throttle=throttle, poll=poll)
+        self._follow([log], lambda: {**self._series_data(), **self._hist_data(), **self._first_step()},
+                     throttle=throttle, poll=poll)
         self.observe(self._on_selection, names=["step_range", "layer"])
+
+    def _first_step(self) -> dict:
+        """How long the first step's instruments took (a live cockpit only): the page says it instead of
+        "0 steps tracked" while numba compiles."""
+        if self.first_step_s >= 0 or self._costs is None:
+            return {}
+        costs = self._costs()
+        if not len(costs):
+            return {}
+        return {"first_step_s": float(costs["first_ms"].sum() / 1e3)}
 
     @property
     def log(self) -> CockpitLog:

@@ -63,13 +63,16 @@ class EvaluationPanel(View):
 
     class_names = traitlets.List(traitlets.Unicode()).tag(sync=True)
     focus = traitlets.Int(1).tag(sync=True)
-    threshold = traitlets.Float(0.5).tag(sync=True)
+    # None: each instance's top-scoring class, what `activis.evaluate()` prints; a number: the focus class
+    # wherever its score reaches it (dragging the threshold line sets one)
+    threshold = traitlets.Float(None, allow_none=True).tag(sync=True)
     score_domain = traitlets.List(traitlets.Float()).tag(sync=True)
     # per instance, for the page: store index, true class, focus score, best other class
     index = traitlets.Any(None).tag(sync=True, **array_serialization)
     label = traitlets.Any(None).tag(sync=True, **array_serialization)
     score = traitlets.Any(None).tag(sync=True, **array_serialization)
     other = traitlets.Any(None).tag(sync=True, **array_serialization)
+    argmax = traitlets.Any(None).tag(sync=True, **array_serialization)  # each instance's top class (int32)
     # exact curves (thinned for drawing): one per class, then micro; offsets split them
     roc = traitlets.Any(None).tag(sync=True, **array_serialization)
     roc_offsets = traitlets.Any(None).tag(sync=True, **array_serialization)
@@ -112,7 +115,7 @@ class EvaluationPanel(View):
         lo, hi = score_range(self._out)
         super().__init__(class_names=[str(n) for n in names], colours=palette(len(names)),
                          focus=focus, score_domain=[lo, hi],
-                         threshold=(lo + hi) / 2 if threshold is None else float(threshold), **kwargs)
+                         threshold=None if threshold is None else float(threshold), **kwargs)
         self._ready = not background
         self._compare_pending = False
         if background:
@@ -220,6 +223,7 @@ class EvaluationPanel(View):
         with self.hold_sync():
             self.index = self._out.indices.astype(np.int32)
             self.label = self._out.labels.astype(np.int32)
+            self.argmax = self._out.predictions(None).astype(np.int32)  # the very predictions evaluate() counts
             self._send_focus()
 
     def _send_focus(self) -> None:
@@ -318,7 +322,7 @@ class EvaluationPanel(View):
 
     @traitlets.validate("threshold")
     def _valid_threshold(self, proposal):
-        if not np.isfinite(proposal["value"]):
+        if proposal["value"] is not None and not np.isfinite(proposal["value"]):
             raise ViewError(f"threshold is a finite score, not {proposal['value']}")
         return proposal["value"]
 

@@ -75,16 +75,16 @@ class Explorer(widgets.VBox):
         self.graph_view = None
         if self.graph is not None:
             captured = [store.manifest["layers"][name].get("node") or name for name in store.layers]
-            self.graph_view = GraphView(self.graph, captured_layers=captured, height=260,
+            self.graph_view = GraphView(self.graph, captured_layers=captured, height=GRAPH_H,
                                         selected_layer=store.manifest["layers"][layer].get("node") or layer)
-        self.matrix = ActivationMatrix(store, layer, subsets=self.subsets, height=380)
-        self.projection = ProjectionView(store, layer, method, params=projection_params, height=420)
-        self.instances = InstancePanel(store, max_instances=max_instances, height=420)
-        self.subset_panel = SubsetPanel(self.subsets, height=380)
-        self.slice_suggestions = SliceSuggestions(self.subsets, layer=layer, height=300)
-        self.why = MisclassificationView(store, layer, height=300)
+        self.matrix = ActivationMatrix(store, layer, subsets=self.subsets, height=MATRIX_H)
+        self.projection = ProjectionView(store, layer, method, params=projection_params, height=MAIN_H)
+        self.instances = InstancePanel(store, max_instances=max_instances, height=MAIN_H)
+        self.subset_panel = SubsetPanel(self.subsets, height=SIDE_H)
+        self.slice_suggestions = SliceSuggestions(self.subsets, layer=layer, height=SIDE_H)
+        self.why = MisclassificationView(store, layer, height=SIDE_H)
         # None without labels; its curves and intervals (passes over every instance) come after the first frame
-        self.evaluation = evaluation_panel_for(store, self.selection, height=600, background=True)
+        self.evaluation = evaluation_panel_for(store, self.selection, height=560, background=True)
         self.status = widgets.Label("")
         for view in (self.matrix, self.projection, self.instances, self.why):
             view.shared_selection = self.selection  # hovers and the active subset travel in the browser
@@ -92,20 +92,60 @@ class Explorer(widgets.VBox):
         for view in self.views:
             view.colours = self.colours  # one set of class colours for every view
         self._wire()
-        row = widgets.Layout(width="100%")
-        children = [self.status]
-        if self.graph_view is not None:
-            children.append(self.graph_view)
-        children += [
-            widgets.HBox([_boxed(self.matrix, "62%"), widgets.VBox(
-                [_boxed(self.subset_panel, "100%"), _boxed(self.slice_suggestions, "100%")],
-                layout=widgets.Layout(width="38%", min_width="0"))], layout=row),
-            widgets.HBox([_boxed(self.projection, "50%"), _boxed(self.instances, "50%")], layout=row),
-            *([self.evaluation] if self.evaluation is not None else []),
-            self.why,
-        ]
-        super().__init__(children=children, layout=widgets.Layout(width="100%"))
+        self.selection.on_reset(self.reset)
+        super().__init__(children=self._layout(), layout=widgets.Layout(width="100%"))
         self.add_class("activis-explorer")
+
+    def _layout(self) -> list:
+        """The four main views on one screen (a notebook column at 1400 x 900): the graph, then the
+        matrix at full width, then the projection beside the instance panel; the side panels below, as
+        tabs. Each view has its own fixed height, so no view sets another's (a hover row in the matrix
+        moves nothing under the mouse) and no row is taller than its tallest view."""
+        full = widgets.ToggleButton(False, description="Full width", tooltip="the explorer over the whole notebook "
+                                    "panel, at its full width (this button again to return)", icon="expand",
+                                    layout=widgets.Layout(width="auto", flex="0 0 auto"))
+        full.add_class("activis-explorer-full-toggle")
+        full.observe(lambda c: (self.add_class if c["new"] else self.remove_class)("activis-explorer-full"), "value")
+        self.full_window = full
+        self.selection.layout = widgets.Layout(flex="1 1 auto", min_width="0")
+        bar = widgets.HBox([self.selection, full, self.status], layout=widgets.Layout(width="100%",
+                                                                                    align_items="center"))
+        side = [(self.subset_panel, "Subsets"), (self.slice_suggestions, "Slices"),
+                (self.why, "Why misclassified")]
+        if self.evaluation is not None:
+            side.append((self.evaluation, "Evaluation"))
+        self.side_tabs = widgets.Tab(children=[_boxed(view, "100%") for view, _ in side],
+                                     titles=[title for _, title in side], layout=widgets.Layout(width="100%"))
+        self.side_tabs.add_class("activis-explorer-side")
+        children = [bar]
+        if self.graph_view is not None:
+            children.append(_boxed(self.graph_view, "100%"))
+        return [*children, _boxed(self.matrix, "100%"),
+                widgets.HBox([_boxed(self.projection, "50%"), _boxed(self.instances, "50%")],
+                             layout=widgets.Layout(width="100%")),
+                self.side_tabs]
+
+    def reset(self, mark: str | None = None) -> None:
+        """Clear every selection the views draw (or one ``mark`` of `selection.MARKS`): the subset, the
+        brush (a lasso, a confusion cell, a score range), the pins, the hover rows, the neuron colouring
+        and the highlighted neurons -- in the Selection and in the views that drew them."""
+        every = mark is None
+        self.selection.clear(mark)
+        if every or mark == "subset":
+            self.subset_panel.active = ""
+            self.matrix.selected_row = ""
+        if every or mark == "neuron":
+            self.matrix.selected_neuron = -1
+        if every or mark == "brush":
+            if self.projection.selected_indices is not None and len(self.projection.selected_indices):
+                self.projection.select(None)
+            if self.evaluation is not None:
+                self.evaluation.selected_cell, self.evaluation.selected_range = [], []
+        if every or mark == "hover":
+            self.projection.hovered_index = -1
+            self.instances.hovered_index = -1
+        if every or mark in ("pinned", "highlight"):
+            self.why.clear()
 
     @property
     def views(self) -> list:
@@ -272,6 +312,7 @@ class Explorer(widgets.VBox):
         cannot answer (the view says why).
         """
         result = self.why.explain(int(index), self.selection.layer)
+        self.side_tabs.selected_index = self.side_tabs.children.index(self.why)  # the side tab that shows it
         if result is None:
             return None
         names = self.store.class_names
@@ -282,6 +323,9 @@ class Explorer(widgets.VBox):
             if row_keys.subset_row(subset) not in self.matrix.row_keys:
                 self.matrix.add_subset(subset)
         return result.neurons
+
+
+GRAPH_H, MATRIX_H, MAIN_H, SIDE_H = 170, 250, 300, 320  # the explorer's rows (px): 4 views in 760 px
 
 
 def _boxed(view, width: str):

@@ -252,7 +252,10 @@ class InstancePanel(View):
         self._shown = shown
         labels = np.asarray(store.column("label"), dtype=np.int64)
         preds = np.asarray(store.column("pred"), dtype=np.int64)
-        candidates = slice(None) if self.filter_indices is None else self.filter_indices
+        # per class: what the filter holds plus the pins, which are shown whatever the filter (counted
+        # without them, a pinned digit of another class read "1 shown of 0")
+        candidates = slice(None) if self.filter_indices is None else np.union1d(
+            np.asarray(self.filter_indices, np.int64), np.asarray(self.pinned, np.int64))
         lab_c, pred_c = labels[candidates], preds[candidates]
         known = lab_c >= 0
         n_classes = max(len(self.class_names), int(labels.max(initial=-1)) + 1, int(preds.max(initial=-1)) + 1)
@@ -262,7 +265,7 @@ class InstancePanel(View):
             "pred": preds[shown].astype(np.int32),
             "confidence": np.asarray(store.column("confidence"))[shown].astype(np.float32),
             "total": int(store.n_instances),
-            "candidates": int(len(lab_c)),
+            "candidates": int(len(lab_c) if self.filter_indices is None else len(self.filter_indices)),
             "filtered": self.filter_indices is not None,
             "class_totals": np.bincount(lab_c[known], minlength=n_classes).astype(np.int32),
             "class_wrong": np.bincount(lab_c[known & (lab_c != pred_c)], minlength=n_classes).astype(np.int32),

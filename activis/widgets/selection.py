@@ -47,6 +47,8 @@ INSTANCES = "instances"
 MISCLASSIFICATION = "misclassification"
 EVALUATION = "evaluation"
 CLAUSES = ("brush", "hover")
+# what a reset clears, one name per mark the views draw (the legend's chips, `Selection.clear`)
+MARKS = ("subset", "brush", "pinned", "hover", "neuron", "highlight")
 
 
 class Selection(ChecksTraits, AnyWidget):
@@ -104,6 +106,40 @@ class Selection(ChecksTraits, AnyWidget):
             self.highlight_neurons_source = source
             self.highlight_neurons_layer = layer if neurons is not None else ""
             self.highlight_neurons = None if neurons is None else as_indices(neurons)
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self._reset_handler = None
+        self.on_msg(self._on_message)
+
+    def clear(self, mark: str | None = None) -> None:
+        """Clear one mark (a name of `MARKS`), or every one: afterwards no clause is left."""
+        if mark is not None and mark not in MARKS:
+            raise unknown(f"No mark {mark!r} to clear", mark, MARKS, "Marks")
+        values = {"subset": {"subset": "", "subset_indices": None},
+                  "brush": {"brush": None, "brush_source": ""},
+                  "pinned": {"pinned": []},
+                  "hover": {"hover": None, "hover_source": "", "hover_instance": -1},
+                  "neuron": {"neuron": -1},
+                  "highlight": {"highlight_neurons": None, "highlight_neurons_layer": "",
+                                "highlight_neurons_source": ""}}
+        with self.hold_sync():
+            for name in MARKS if mark is None else (mark,):
+                for trait, value in values[name].items():
+                    setattr(self, trait, value)
+
+    def on_reset(self, handler) -> None:
+        """Who answers the legend's reset and its chips' clear buttons: ``handler(mark)`` (None: all).
+        An explorer clears its views' own marks too (a lasso drawn, a confusion cell outlined)."""
+        self._reset_handler = handler
+
+    def _on_message(self, _widget, content, _buffers) -> None:
+        if not isinstance(content, dict) or content.get("action") != "reset":
+            return
+        mark = content.get("mark")
+        if mark is not None and mark not in MARKS:
+            return  # a message from the page is input: an unknown mark is ignored, not raised into the kernel
+        (self._reset_handler or self.clear)(mark)
 
     def pin(self, index: int) -> None:
         if _instance(index) not in self.pinned:

@@ -18,7 +18,7 @@ import { KNOWN, ema, spiky, median } from "./instruments.js";
 
 // around each chart: the legend row on top, tick labels and the axis label left and below; a second
 // axis (the user's metrics) gets its own margin on the right, so no label is drawn over the lines
-export const MARGIN = { left: 54, right: 10, rightAxis: 44, top: 18, bottom: 30 };
+export const MARGIN = { left: 54, right: 10, rightAxis: 52, top: 18, bottom: 30 };
 
 function inRange(/** @type {number} */ step, /** @type {number[]} */ range) {
   return range.length !== 2 || (step >= range[0] && step <= range[1]);
@@ -67,8 +67,10 @@ export function drawAxes(root, { x, y, yr, width, height, m, xLabel, yLabel, yrL
   }
   if (yr && yrLabel) {
     const mid = (m.top + bottom) / 2;
-    const rl = svg("text", { class: "av-axis-label", x: width - 4, y: mid, "text-anchor": "middle",
-      transform: `rotate(90 ${width - 4} ${mid})`, "data-role": "yr-label" });
+    // read bottom to top like the left title; rotated about its baseline at the edge, the letters lie inside
+    // the chart (rotate(90) there put them past the edge, clipped, and upside down)
+    const rl = svg("text", { class: "av-axis-label", x: width - 2, y: mid, "text-anchor": "middle",
+      transform: `rotate(-90 ${width - 2} ${mid})`, "data-role": "yr-label" });
     rl.textContent = yrLabel;
     root.appendChild(rl);
   }

@@ -22,12 +22,21 @@ const CSS = `
   box-sizing: border-box;
 }
 .activis-root * { box-sizing: border-box; }
-.activis-toolbar { display: flex; gap: 6px; align-items: center; padding: 4px 0; flex-wrap: wrap; }
+/* one line whatever the state: a toolbar that wrapped moved the view under the mouse when a label grew */
+.activis-toolbar { display: flex; gap: 6px; align-items: center; padding: 4px 0; flex-wrap: nowrap;
+  overflow-x: auto; overflow-y: hidden; scrollbar-width: thin; min-height: 32px; }
+.activis-toolbar > * { flex: 0 0 auto; }
+.activis-toolbar input::placeholder { font-size: 0.92em; }
 .activis-toolbar button, .activis-toolbar select, .activis-toolbar input {
   font: inherit; color: var(--av-fg); background: var(--av-bg-alt);
   border: 1px solid var(--av-border); border-radius: 3px; padding: 2px 8px; cursor: pointer;
 }
 .activis-toolbar button[aria-pressed="true"] { border-color: var(--av-accent); color: var(--av-accent); }
+/* the explorer's "Full width": over the whole notebook panel (JupyterLab's panel contains a fixed box), at its
+   full width, scrolling inside; its rows keep their heights (a flex column would squeeze them) */
+.activis-explorer.activis-explorer-full { position: fixed !important; inset: 0; z-index: 10000; overflow: auto;
+  background: var(--jp-layout-color0, #fff); padding: 8px; box-sizing: border-box; }
+.activis-explorer.activis-explorer-full > * { flex: 0 0 auto !important; }
 .activis-tooltip {
   position: absolute; pointer-events: none; z-index: 10; display: none;
   background: var(--av-bg); color: var(--av-fg); border: 1px solid var(--av-border);

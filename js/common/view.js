@@ -48,7 +48,8 @@ import { enablePng } from "./png.js";
  *   listen a DOM listener removed on dispose
  * @property {(fn: () => void) => () => void} frame coalesce calls of fn into one animation frame
  * @property {(fn: () => void) => void} onTheme call fn when JupyterLab switches theme
- * @property {(target: Element, fn: () => void) => void} onResize call fn (once per frame) when target resizes
+ * @property {(target: Element, fn: (size: {width: number, height: number}) => void) => void} onResize call
+ *   fn(size) (once per frame) when target resizes, with the size the observer saw; never for a hidden (0) box
  * @property {(canvas: HTMLCanvasElement, width: number, height: number) => CanvasRenderingContext2D} canvas
  *   size a canvas for the device pixel ratio; the context draws in CSS pixels
  * @property {(name: string, fallback: string) => string} colour a resolved theme colour (CSS variable)
@@ -151,9 +152,19 @@ function createKit(model, el, spec) {
     cleanup(() => observer.disconnect());
   };
 
-  const onResize = (/** @type {Element} */ target, /** @type {() => void} */ fn) => {
-    const run = frame(fn);
-    const observer = new ResizeObserver(run);
+  // The size comes from the observer's entry, not from reading the box when the frame runs: while
+  // JupyterLab swaps its theme stylesheet a box reads 0 x 0 for a moment without the observer ever
+  // reporting it, and a view that sized its canvas to that read stayed 1 x 1 (no later change to
+  // report). A hidden box (0 wide or high) keeps what it drew; showing it again reports its size.
+  const onResize = (/** @type {Element} */ target,
+    /** @type {(size: {width: number, height: number}) => void} */ fn) => {
+    /** @type {{width: number, height: number} | null} */
+    let size = null;
+    const run = frame(() => { if (size) fn(size); });
+    const observer = new ResizeObserver((entries) => {
+      const box = entries[entries.length - 1].contentRect;
+      if (box.width > 0 && box.height > 0) { size = { width: box.width, height: box.height }; run(); }
+    });
     observer.observe(target);
     cleanup(() => observer.disconnect());
   };

@@ -4,10 +4,12 @@
 import { h } from "../common/dom.js";
 import { HEADER_H } from "./paint.js";
 
-const LABEL_W = 220;
+// the row labels take what they need of a narrow view and no more of a wide one: a fixed 220 px left
+// 5.8 px a unit at 64 units in a notebook column
+const LABEL_COLUMN = "clamp(100px, 16%, 220px)";
 
 export const CSS = `
-.activis-matrix .av-frame { display: grid; grid-template-columns: ${LABEL_W}px 1fr;
+.activis-matrix .av-frame { display: grid; grid-template-columns: ${LABEL_COLUMN} minmax(0, 1fr);
   grid-template-rows: ${HEADER_H}px 1fr; border: 1px solid var(--av-border-soft); }
 .activis-matrix .av-corner { font-size: 11px; color: var(--av-fg-muted); padding: 2px 6px; overflow: hidden;
   white-space: nowrap; border-bottom: 1px solid var(--av-border-soft); border-right: 1px solid var(--av-border-soft); }
@@ -36,8 +38,8 @@ export const CSS = `
 .activis-matrix .av-group button { border-radius: 0; margin-left: -1px; }
 .activis-matrix .av-group button:first-child { border-radius: 3px 0 0 3px; margin-left: 0; }
 .activis-matrix .av-group button:last-child { border-radius: 0 3px 3px 0; }
-.activis-matrix .activis-toolbar input[type=number] { width: 90px; cursor: text; }
-.activis-matrix .activis-toolbar select { max-width: 170px; }
+.activis-matrix .activis-toolbar input[type=number] { width: 8.5em; cursor: text; } /* "instance #" and the spinner */
+.activis-matrix .activis-toolbar select { max-width: 120px; }
 `;
 
 /** Every element of the view, by name. */

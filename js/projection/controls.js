@@ -17,14 +17,22 @@ export const CSS = `
   justify-content: center; text-align: center; padding: 16px; color: var(--av-fg-muted); pointer-events: none;
   white-space: pre-wrap; }
 .activis-projection .av-proj-message[data-error="true"] { color: var(--av-warn); }
-.activis-projection .av-proj-info { color: var(--av-fg-muted); margin-left: auto; white-space: nowrap; }
+/* the counts sit on the map's corner, not in the toolbar: a count that grows moves no button */
+.activis-projection .av-proj-info { position: absolute; right: 4px; top: 3px; color: var(--av-fg-muted);
+  white-space: nowrap; font-size: 11px; pointer-events: none; background: var(--av-bg); opacity: 0.85;
+  padding: 0 3px; border-radius: 2px; }
+/* compact enough for half a notebook column (about 470 px): layer, method, colour, the modes, Fit and Clear */
+.activis-projection .activis-toolbar { gap: 3px; }
+.activis-projection .activis-toolbar select { max-width: 84px; }
+.activis-projection .activis-toolbar select[data-role="color"] { max-width: 100px; }
+.activis-projection .activis-toolbar button { padding: 2px 5px; }
 .activis-projection .av-proj-legend { max-height: 4.6em; overflow-y: auto; padding: 4px 0 0; }
 .activis-projection .av-proj-legend .entry { cursor: pointer; white-space: nowrap; }
 .activis-projection .av-proj-legend .entry:hover { color: var(--av-fg); text-decoration: underline; }
 .activis-projection .av-proj-legend .title { font-weight: 600; color: var(--av-fg); }
 .activis-projection .av-proj-gradient { width: 160px; height: 10px; vertical-align: middle;
   border: 1px solid var(--av-border-soft); }
-.activis-projection .av-proj-neuron { width: 5em; }
+.activis-projection .av-proj-neuron { width: 4.2em; }
 `;
 
 const METHOD_LABELS = { pca: "PCA", umap: "UMAP", tsne: "t-SNE" };
@@ -54,7 +62,7 @@ export function projectionDom() {
   const info = h("span", { className: "av-proj-info" });
   const toolbar = h("div", { className: "activis-toolbar" }, [
     layerSelect, methodSelect, colorSelect, neuronInput, modeButtons.pan, modeButtons.lasso, modeButtons.box,
-    fitButton, clearButton, info,
+    fitButton, clearButton,
   ]);
 
   // map
@@ -62,7 +70,8 @@ export function projectionDom() {
   const overlay = h("canvas", { className: "av-proj-overlay" });
   const progressBar = h("div", { className: "av-proj-progress" });
   const message = h("div", { className: "av-proj-message" });
-  const frame = h("div", { className: "av-proj-frame", tabindex: "0" }, [canvas, overlay, progressBar, message]);
+  const frame = h("div", { className: "av-proj-frame", tabindex: "0" }, [canvas, overlay, progressBar, message,
+    info]);
   const legend = h("div", { className: "activis-legend av-proj-legend" });
   // the height goes on an inner box: ipywidgets rewrites the root's style from its Layout
   const box = h("div", { className: "av-proj-box" }, [toolbar, frame, legend]);
