@@ -11,6 +11,7 @@ import instance_panel from "./instance_panel.js";
 import misclassification_view from "./misclassification_view.js";
 import projection_view from "./projection_view.js";
 import runs_panel from "./runs_panel.js";
+import selection from "./selection.js";
 import slice_suggestions from "./slice_suggestions.js";
 import subset_panel from "./subset_panel.js";
 import { coordinateExplorer } from "./export/explorer.js";
@@ -19,7 +20,7 @@ import { readBuffers, StaticManager, StaticModel, withBuffers } from "./export/r
 /** @type {Record<string, {render: Function}>} */
 const MODULES = {
   activation_matrix, cockpit_panel, doctor_report, evaluation_panel, graph_view, instance_panel,
-  misclassification_view, projection_view, runs_panel, slice_suggestions, subset_panel,
+  misclassification_view, projection_view, runs_panel, selection, slice_suggestions, subset_panel,
 };
 
 function h(/** @type {string} */ tag, /** @type {string} */ className, /** @type {string} */ text = "") {
@@ -66,7 +67,14 @@ function build(node, manager, buffers) {
     coordinateExplorer(manager, node, buffers);
     return el;
   }
-  const el = h("div", node.kind === "kernel" ? "activis-page-kernel" : "activis-page-text", node.text || "");
+  if (node.kind === "kernel") {  // a control that runs Python: shown, and disabled
+    const button = /** @type {HTMLButtonElement} */ (h("button", "activis-page-kernel", node.text || ""));
+    button.disabled = true;
+    button.title = "This control needs the notebook's kernel.";
+    applyStyle(button, node.style);
+    return button;
+  }
+  const el = h("div", "activis-page-text", node.text || "");
   applyStyle(el, node.style);
   return el;
 }

@@ -82,7 +82,7 @@ class PageState:
             # HTML widgets are shown as their text: nothing from the notebook becomes markup in the page
             return {"kind": "text", "text": str(widget.value), "style": style}
         description = getattr(widget, "description", "") or type(widget).__name__
-        return {"kind": "kernel", "text": f"{description} (needs the kernel)", "style": style}
+        return {"kind": "kernel", "text": str(description), "style": style}
 
 
 def _shown(widget) -> bool:

@@ -243,6 +243,22 @@ export function coordinateExplorer(manager, node, buffers) {
     instances.setMany({ _sort_keys: serialised(keys, [keys.length]), sort_label: sortValues.label });
   }
 
+  /** Clear one mark of the shared selection (or all), and what the views drew for it, as Explorer.reset does. */
+  function reset(/** @type {string | null} */ mark) {
+    const every = mark === null;
+    /** @type {Record<string, Record<string, any>>} */
+    const cleared = {
+      subset: { subset: "", subset_indices: null }, brush: { brush: null, brush_source: "" }, pinned: { pinned: [] },
+      hover: { hover: null, hover_source: "", hover_instance: -1 }, neuron: { neuron: -1 },
+      highlight: { highlight_neurons: null, highlight_neurons_layer: "", highlight_neurons_source: "" },
+    };
+    for (const [name, values] of Object.entries(cleared)) if (every || mark === name) sel.setMany(values);
+    if ((every || mark === "subset") && subsetPanel) subsetPanel.set("active", "");
+    if (every || mark === "subset") matrix.set("selected_row", "");
+    if (every || mark === "neuron") matrix.set("selected_neuron", -1);
+    if (every || mark === "brush") projection.set("selected_indices", null);
+  }
+
   /** The finished layout of the layer shown, whatever the notebook's job had reached when it was saved. */
   function showLayout() {
     const layer = layers.get(projection.get("layer"));
@@ -280,12 +296,22 @@ export function coordinateExplorer(manager, node, buffers) {
     const layer = layers.get(projection.get("layer"));
     if (!layer) return;
     showLayout();
+  // the legend's chips and Reset ask Python (Selection.clear, Explorer.reset); here the page answers
+  sel.send = (/** @type {any} */ content) => {
+    if (!content || content.action !== "reset") { manager.needsKernel(sel, content); return; }
+    reset(content.mark ?? null);
+  };
     if (projection.get("neuron") >= layer.neurons) projection.set("neuron", 0);
     if (projection.get("color_by") === "neuron") recolour();
     setLayer(layer.name);
   });
   if (graph) graph.on("change:selected_layer", () => setLayer(data.graph_layers[graph.get("selected_layer")]));
   showLayout();
+  // the legend's chips and Reset ask Python (Selection.clear, Explorer.reset); here the page answers
+  sel.send = (/** @type {any} */ content) => {
+    if (!content || content.action !== "reset") { manager.needsKernel(sel, content); return; }
+    reset(content.mark ?? null);
+  };
   matrix.on("change:row_keys", refreshMatrix);
   matrix.on("change:statistic", refreshMatrix);
   matrix.on("change:order_mode change:sort_by_row change:difference_to", refreshOrder);
