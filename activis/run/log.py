@@ -251,6 +251,8 @@ class CockpitLog:
         if record is None:
             return reason
         mixed = self._drop_mixed_kinds(record)
+        if mixed and not any(k != "step" for k in record):
+            return f"left out {', '.join(mixed)}; nothing else on the line"  # no empty step from a damaged line
         step, rows = record["step"], record.get("_rows", {})
         for name, row in rows.items():
             if name not in self._rows:
@@ -284,8 +286,13 @@ class CockpitLog:
         try:
             inside(self.directory, path.name)
             with open(path, "rb") as f:
+                held = max(0, os.fstat(f.fileno()).st_size // max(row_bytes, 1) - have)  # rows the file has
                 f.seek(have * row_bytes)
-                data = f.read((upto - have) * row_bytes)
+                data = f.read(min(upto - have, held) * row_bytes)
+            if upto - have > held and name not in self._unreadable:  # a record names rows past the file's end
+                self._unreadable.add(name)
+                warnings.warn(f"{path} holds {have + held} {name} rows but the records name row {upto - 1}; "
+                              "the rows past its end are left out", stacklevel=4)
         except (OSError, CockpitError) as exc:
             if name not in self._unreadable:
                 self._unreadable.add(name)
@@ -423,6 +430,9 @@ def parse_line(line: bytes) -> tuple[dict | None, str | None]:
 def read_log(path: str | os.PathLike) -> CockpitLog:
     """Open a log folder (it may still be growing: call ``refresh()`` to read new steps)."""
     path = pathlib.Path(path)
+    if path.is_file():
+        raise CockpitError(f"{path} is a file; a cockpit log (a run record) is the folder that holds {META} and "
+                           f"{RECORDS}")
     meta = _read_meta(path)
     log = CockpitLog(meta, path, _existing=True)
     log.refresh()
