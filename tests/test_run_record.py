@@ -151,9 +151,11 @@ def test_a_step_log_is_untrusted_input(tmp_path):
     with open(folder / "records.jsonl", "a") as f:
         f.write('{"step": 3, "Loss": "high"}\n{"step": 4, "_config": [1, 2]}\n{"step": 5, "Loss": 1.5}\n')
     with pytest.warns(UserWarning, match=r"records.jsonl: skipped 2 damaged lines: line 4 \(left out 'Loss': text in "
-                                         r"a series of numbers\); line 5 \(bad '_config' \(not a mapping\)\)"):
+                                         r"a series of numbers; nothing else on the line\); line 5 \(bad '_config' "
+                                         r"\(not a mapping\)\)"):
         log = read_log(folder)
     assert log.frame()["Loss"].dtype == np.float64 and log.frame().loc[5, "Loss"] == 1.5
+    assert log.steps == [0, 1, 2, 5]  # the damaged lines add no step of their own
     # array names and files that lead out of the folder are refused, as the store refuses them
     meta = json.loads((folder / "meta.json").read_text())
     meta["arrays"] = {"../../evil": {"dtype": "<i8", "shape": [2, 3]}, "/etc/passwd": {"dtype": "<i8", "shape": [1]}}
