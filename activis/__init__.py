@@ -40,6 +40,9 @@ _EXPORTS = {
     "InstancePanel": "widgets", "SubsetPanel": "widgets", "Selection": "widgets", "Explorer": "widgets",
     "CockpitPanel": "widgets", "MisclassificationView": "widgets", "EvaluationPanel": "widgets",
     "RunsPanel": "widgets", "ViewError": "widgets",
+    "Checkpoints": "capturing.checkpoints", "DynamicsRecorder": "capturing.checkpoints",
+    "read_dynamics": "run.dynamics", "DynamicsError": "run.dynamics", "load_params": "run.params",
+    "ParamsError": "run.params",
 }
 
 __all__ = ["__version__", *sorted(_EXPORTS)]

@@ -1,6 +1,7 @@
 """A capture in its own process, for the tests that kill it or run it under torchrun.
 
     python tests/capture_worker.py STORE [--rows N] [--batch B] [--resume] [--slow SECONDS] [--distributed]
+                                         [--checkpoint STEP]
 
 The model, data and metadata are the same in every process (fixed seeds), so stores written by
 separate runs of this script can be compared bit for bit. ``--slow`` sleeps in the dataset once
@@ -52,9 +53,9 @@ class Rows(Dataset):
         return torch.from_numpy(self.x[i]), int(self.y[i])
 
 
-def capture_rows(store, rows: int, batch: int, *, resume: bool = False, slow: float = 0.0):
+def capture_rows(store, rows: int, batch: int, *, resume: bool = False, slow: float = 0.0, checkpoint=None):
     return capture(model(), Rows(rows, slow, batch), store, batch_size=batch, metadata=metadata(rows),
-                   resume=resume, progress=False)
+                   resume=resume, progress=False, checkpoint=checkpoint)
 
 
 def main() -> None:
@@ -65,13 +66,15 @@ def main() -> None:
     parser.add_argument("--resume", action="store_true")
     parser.add_argument("--slow", type=float, default=0.0)
     parser.add_argument("--distributed", action="store_true")
+    parser.add_argument("--checkpoint", type=int, default=None)
     args = parser.parse_args()
     if args.distributed:
         import torch.distributed as dist
 
         dist.init_process_group("gloo")
     try:
-        store = capture_rows(args.store, args.rows, args.batch, resume=args.resume, slow=args.slow)
+        store = capture_rows(args.store, args.rows, args.batch, resume=args.resume, slow=args.slow,
+                             checkpoint=args.checkpoint)
     except CaptureInterrupted as stopped:  # Ctrl-C, or SIGINT from a test
         print(f"INTERRUPTED {stopped.committed} {stopped}", flush=True)
         sys.exit(130)

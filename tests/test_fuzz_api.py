@@ -162,7 +162,7 @@ STORE = [
     ("store-column-unknown", lambda w: w.store.column("nope"),
      r"Column 'nope' is not in this store; columns: label, pred"),
     ("store-section-bad-name", lambda w: w.store.section("../escape"),
-     r"section name is a Python identifier.*\(layers, columns, shards\), not '\.\./escape'"),
+     r"section name is a Python identifier.*\(layers, columns, shards, checkpoints\), not '\.\./escape'"),
     ("write-store-mismatched-rows", lambda w: write_store(w.new, {"fc": np.zeros((5, 2), np.float32)},
                                                         labels=[0] * 4, outputs=np.zeros((5, 3), np.float32)),
      r"outputs has 5 rows for 4 labels.*one row per instance"),

@@ -172,8 +172,18 @@ def check_evaluation(ran):
     assert runs["values"].shape == (2, 5, 40) and np.isfinite(runs["values"]).all()
 
 
+def check_training_timeline(ran):
+    assert "step 83 of 10 checkpoints · complete" in ran.text("print(store)")
+    assert "[0, 9, 18, 27, 36, 46, 55, 64, 73, 83]" in ran.text("print(store)")
+    assert "step 9 of 10 checkpoints" in ran.text("first = store.at")
+    assert "per epoch: (4, 1319, 10)" in ran.text("read_dynamics(")
+    panel = ran.view("CockpitPanel(cockpit)")
+    np.testing.assert_array_equal(panel["steps"], np.arange(84))
+
+
 CHECKS = {"quickstart.ipynb": check_quickstart, "tabular_subsets.ipynb": check_tabular_subsets,
-          "cockpit_debugging.ipynb": check_cockpit_debugging, "evaluation.ipynb": check_evaluation}
+          "cockpit_debugging.ipynb": check_cockpit_debugging, "evaluation.ipynb": check_evaluation,
+          "training_timeline.ipynb": check_training_timeline}
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])

@@ -169,7 +169,7 @@ def edit_manifest(path, change):
 
 
 BAD_STORES = {
-    "newer version": (lambda p: edit_manifest(p, lambda m: m.update(version=3)), "newer than this activis reads"),
+    "newer version": (lambda p: edit_manifest(p, lambda m: m.update(version=4)), "newer than this activis reads"),
     "version not a number": (lambda p: edit_manifest(p, lambda m: m.update(version="2")), "unknown"),
     "version zero": (lambda p: edit_manifest(p, lambda m: m.update(version=0)), "unknown"),
     "foreign manifest": (lambda p: edit_manifest(p, lambda m: m.update(format="other")), "format tag missing"),

@@ -32,7 +32,7 @@ def capture(model: nn.Module, data, path, *, layers: Iterable[str] | None = None
             select: Mapping[str, object] | None = None, output_element=None, output_kind: str = "auto",
             keep_inputs: bool | str = "auto", input_key: str | None = None, label_key: str | None = None,
             num_workers: int = 0, resume: bool = False, overwrite: bool = False, durable: bool = False,
-            progress: bool = True, distributed: bool | None = None) -> ActivationStore:
+            progress: bool = True, distributed: bool | None = None, checkpoint: int | None = None) -> ActivationStore:
     """Run ``model`` over ``data`` under ``torch.inference_mode`` and write an activation store at ``path``.
 
     data
@@ -86,6 +86,14 @@ def capture(model: nn.Module, data, path, *, layers: Iterable[str] | None = None
         with every committed instance. ``resume`` continues such a store (the result equals an
         uninterrupted capture bit for bit); ``overwrite`` replaces a store; ``durable`` also syncs
         every commit to disk, so that a power cut, not only a killed process, loses nothing.
+    checkpoint
+        The training step this capture is for. A new store gets a checkpoint axis; a store at ``path``
+        gets this checkpoint added: the model as it is now, over the same instances (labels, metadata
+        and inputs are stored once), with the same layers and options (another instance set, layer or
+        batch size is a `CaptureError`; so is a step already there, and no file changes). The store
+        then reads its latest complete checkpoint, ``store.at(step)`` any other, and ``resume=True``
+        continues a checkpoint that a kill or Ctrl-C left unfinished. A store captured without one holds
+        step 0.
     distributed
         Under ``torchrun`` with ``torch.distributed`` initialised, each rank captures its own shard
         of the rows into the same store (default: whenever a process group is initialised).

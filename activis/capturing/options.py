@@ -63,6 +63,10 @@ class _Options:
             raise CaptureError(f"keep_inputs must be True, False or 'auto', not {self.keep_inputs!r}.")
         if self.resume and self.overwrite:
             raise CaptureError("resume=True continues a store and overwrite=True replaces it: choose one.")
+        step = self.checkpoint
+        if step is not None and (isinstance(step, bool) or not isinstance(step, int) or step < 0):
+            raise CaptureError(f"checkpoint is the training step the capture is for, a whole number of 0 or more, "
+                               f"not {step!r}.")
         batch_size = self.batch_size
         if batch_size is not None and (not isinstance(batch_size, int) or batch_size < 1):
             raise CaptureError(f"batch_size must be a positive integer, not {batch_size!r}.")

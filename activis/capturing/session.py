@@ -20,6 +20,8 @@ from torch import nn
 
 from ..graph import ModelInputError, call_arguments, extract_graph
 from ..store import ActivationStore, StoreWriter, finish_shards, open_store, shard_ranges
+from ..store.checkpoints import add_checkpoint, drop_checkpoint
+from ..store.writer import InstancesDifferError
 from . import pipeline as staging
 from .fingerprint import _crc, _model_digests
 from .group import _Group
@@ -60,16 +62,19 @@ in `fingerprint`, the model's class scores in `outputs`, the progress bar and th
         group = self.group
         first, others = group.rank == 0, group.rank != 0
         try:
-            existing = group.step(lambda: _existing_store(self.path, self.opts))
-            if existing is not None and existing.manifest.get("finished"):
+            existing, self.adding = group.step(lambda: _existing_store(self.path, self.opts))
+            if existing is not None and not self.adding and existing.manifest.get("finished"):
                 return existing
             group.step(lambda: self._prepare(existing))
             group.step(lambda: first and self._create_or_join())  # rank 0 lays the store out,
             group.step(lambda: others and self._create_or_join())  # then the others join it
-            group.step(self._write_all)
-            group.step(self._finish_own)
+            try:
+                group.step(self._write_all)
+                group.step(self._finish_own)
+            except InstancesDifferError as exc:
+                self._refuse_checkpoint(str(exc))
             if group.world_size > 1:
-                group.step(lambda: first and finish_shards(self.path))
+                group.step(lambda: first and finish_shards(self.path, self.step))
         finally:
             if self.writer is not None:
                 self.writer.close()
@@ -82,6 +87,9 @@ in `fingerprint`, the model's class scores in `outputs`, the progress bar and th
     def _prepare(self, existing: ActivationStore | None) -> None:
         opts = self.opts
         self.existing = existing
+        # the checkpoint written: the one asked for, else the one resumed (None: a store without checkpoints)
+        self.step = opts.checkpoint if opts.checkpoint is not None or existing is None else \
+            (existing.manifest.get("checkpoint") or {}).get("step")
         self.source = _make_source(self.data, opts)
         n = self.source.n
         if self.group.world_size > 1 and n is None:
@@ -304,8 +312,9 @@ in `fingerprint`, the model's class scores in `outputs`, the progress bar and th
         self.model_digests = _model_digests(self.model)
         if self.existing is not None:
             _check_resumable(self.existing, self.path, specs=self.specs, mask_info=self.mask_info, n=self.source.n,
-                             model_digests=self.model_digests, n_outputs=self.n_outputs,
-                             output_kind=self.output_kind, input_shape=self.input_shape)
+                             model_digests=None if self.adding else self.model_digests, n_outputs=self.n_outputs,
+                             output_kind=self.output_kind, input_shape=self.input_shape,
+                             adding=self.opts.checkpoint if self.adding else None)
 
     def _settle_mask(self) -> None:
         """Record which layers the padding mask applies to; warn once of the sequence layers it cannot."""
@@ -323,20 +332,23 @@ in `fingerprint`, the model's class scores in `outputs`, the progress bar and th
     def _create_or_join(self) -> None:
         opts = self.opts
         rank = self.group.rank if self.group.world_size > 1 else None
-        if self.existing is not None or rank not in (None, 0):
-            self.writer = StoreWriter.resume(self.path, rank=rank, durable=opts.durable)
-            self.data_digest = self._digest_of_written()
-            return
-        self.data_digest = 0
         info = {"batch_size": self.batch_size, "dtype": opts.dtype, "device": str(self.device),
                 "model_type": type(self.model).__name__, "graph_method": self.graph.method,
                 "model_digests": self.model_digests, "sequence_mask": self.mask_info,
                 "world_size": self.group.world_size}
+        if self.adding and rank in (None, 0):
+            add_checkpoint(self.path, opts.checkpoint, capture_info=info, durable=opts.durable)
+        if self.existing is not None or rank not in (None, 0):
+            self.writer = StoreWriter.resume(self.path, rank=rank, durable=opts.durable, step=self.step)
+            self.data_digest = self._digest_of_written()
+            return
+        self.data_digest = 0
         self.writer = StoreWriter(self.path, layers=self.specs, n_outputs=self.n_outputs,
                                   class_names=self.class_names, n_expected=self.source.n, metadata=self.metadata,
                                   graph=self.graph, input_shape=self.input_shape, input_dtype=self.input_dtype,
                                   output_kind=self.output_kind, world_size=self.group.world_size,
-                                  capture_info=info, overwrite=opts.overwrite, durable=opts.durable)
+                                  capture_info=info, overwrite=opts.overwrite, durable=opts.durable,
+                                  checkpoint=opts.checkpoint)
 
     def _write_all(self) -> None:
         writer = self.writer
@@ -481,6 +493,12 @@ in `fingerprint`, the model's class scores in `outputs`, the progress bar and th
     def _finish_own(self) -> None:
         """Sync and mark this process's rows finished (with this session's throughput, unsharded)."""
         writer = self.writer
+        if self.adding and self.group.world_size == 1:
+            recorded = self.existing.manifest.get("data_digest")
+            if recorded is not None and recorded != writer.data_digest:
+                raise InstancesDifferError(f"Checkpoint {self.opts.checkpoint} of {self.path} holds other instances "
+                                           "than the store: the same labels, other inputs. Every checkpoint captures "
+                                           "the same instances, in the same order.")
         if self.group.world_size == 1:
             rate = self.rows_written / self.elapsed if self.elapsed > 0 else None
             row_bytes = sum(s.neurons * np.dtype(s.dtype).itemsize for s in self.specs.values())
@@ -489,6 +507,16 @@ in `fingerprint`, the model's class scores in `outputs`, the progress bar and th
                 "instances_per_s": None if rate is None else round(rate, 1),
                 "activation_mb_per_s": None if rate is None else round(rate * row_bytes / 1e6, 2)})
         writer.finish()
+
+    def _refuse_checkpoint(self, why: str) -> None:
+        """A checkpoint turned out to hold other instances: a new one is dropped, the store is as it was."""
+        if self.writer is not None:
+            self.writer.close()
+        if not self.adding:
+            raise CaptureError(why) from None
+        if self.group.rank == 0:
+            drop_checkpoint(self.path, self.opts.checkpoint)
+        raise CaptureError(why + " The checkpoint was not added.") from None
 
 
 def _input_dtype(dtype: torch.dtype) -> str:

@@ -10,6 +10,7 @@ Layout (all paths relative to the store directory; nothing is ever pickled)::
     metadata.parquet         the user's per-instance metadata, written once up front
     graph.json               the computation graph (activis.graph JSON)
     shards/<rank>.json       per-rank progress of a sharded (torch.distributed) capture
+    checkpoints/<step>/      a store with checkpoints (format 3): each one's rows and state (see `checkpoints`)
     <section>/               room for other modules: subsets, projections, logs
 
 Every row lives at a fixed offset (row x row size) in its file, so a batch is written where it
@@ -25,7 +26,8 @@ exists. This package imports no torch: a store can be explored where torch is no
 
 One file per concern: ``manifest`` (the format, its versions and checks), ``reader``
 (`ActivationStore`), ``writer`` (`StoreWriter`, the commits, shards), ``from_arrays``
-(`write_store`), ``nonfinite`` and ``scores`` (what the stored numbers mean), ``errors``.
+(`write_store`), ``checkpoints`` (the checkpoint axis), ``nonfinite`` and ``scores`` (what the
+stored numbers mean), ``errors``.
 """
 
 from __future__ import annotations

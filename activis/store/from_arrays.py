@@ -6,13 +6,15 @@ and explored exactly like a captured one.
 
 from __future__ import annotations
 
+import pathlib
 from collections.abc import Mapping
 
 import numpy as np
 
+from . import checkpoints as axis
 from .errors import StoreError
-from .manifest import LayerSpec
-from .reader import ActivationStore
+from .manifest import MANIFEST, LayerSpec
+from .reader import ActivationStore, open_store
 from .writer import StoreWriter
 
 
@@ -38,11 +40,15 @@ def _check_rows(activations: Mapping[str, np.ndarray], labels: np.ndarray, outpu
 
 def write_store(path, activations: Mapping[str, np.ndarray], *, labels, outputs, class_names=None,
                 metadata=None, layer_specs: Mapping[str, LayerSpec] | None = None, inputs=None,
-                overwrite: bool = False, graph=None, output_kind: str = "logits") -> ActivationStore:
+                overwrite: bool = False, graph=None, output_kind: str = "logits",
+                checkpoint: int | None = None) -> ActivationStore:
     """Write a complete store from arrays in memory: for tests, demos and imported activations.
 
     Values that do not fit the layers' storage dtype (float16 by default) are saturated and
-    counted, like in a capture (see `ActivationStore.nonfinite`).
+    counted, like in a capture (see `ActivationStore.nonfinite`). With ``checkpoint`` (a training
+    step) the store has a checkpoint axis; given a store at ``path``, the arrays become its checkpoint
+    ``checkpoint`` (the same instances: their labels must be the store's; ``metadata``, ``inputs``
+    and ``class_names`` are the store's and are not written again).
     """
     outputs = np.asarray(outputs, dtype=np.float32)
     if outputs.ndim == 1:
@@ -54,11 +60,25 @@ def write_store(path, activations: Mapping[str, np.ndarray], *, labels, outputs,
     inputs_arr = None if inputs is None else np.asarray(inputs)
     if inputs_arr is not None and inputs_arr.dtype.kind == "f":
         inputs_arr = inputs_arr.astype(np.float32, copy=False)
+    if checkpoint is not None and not overwrite and (pathlib.Path(path) / MANIFEST).exists():
+        store = open_store(path)
+        if len(labels) != store.n_expected or sorted(activations) != sorted(store.layers):
+            raise StoreError(f"A checkpoint of {path} holds its {store.n_expected} instances and its layers "
+                             f"{store.layers}; these arrays have {len(labels)} rows and layers {list(activations)}.")
+        axis.add_checkpoint(pathlib.Path(path), axis.check_step(checkpoint))
+        with StoreWriter.resume(path, step=checkpoint) as writer:
+            try:
+                writer.append(activations=activations, label=labels, outputs=outputs)
+            except StoreError:
+                writer.close()
+                axis.drop_checkpoint(pathlib.Path(path), checkpoint)
+                raise
+            return writer.finish()
     writer = StoreWriter(path, layers=specs, n_outputs=outputs.shape[1], class_names=class_names,
                          n_expected=len(labels), metadata=metadata, graph=graph, overwrite=overwrite,
                          output_kind=output_kind,
                          input_shape=None if inputs_arr is None else inputs_arr.shape[1:],
-                         input_dtype=None if inputs_arr is None else inputs_arr.dtype)
+                         input_dtype=None if inputs_arr is None else inputs_arr.dtype, checkpoint=checkpoint)
     with writer:
         writer.append(activations=activations, label=labels, outputs=outputs, inputs=inputs_arr)
         return writer.finish()

@@ -20,9 +20,13 @@ import numpy as np
 from .errors import StoreError
 
 FORMAT = "activis.store"
-FORMAT_VERSION = 2
-READABLE_VERSIONS = (1, 2)
+FORMAT_VERSION = 3  # the newest this activis writes: a store with a checkpoint axis (see `checkpoints`)
+PLAIN_VERSION = 2  # a store captured without checkpoint=, still readable by activis before checkpoints
+READABLE_VERSIONS = (1, 2, 3)
 MANIFEST = "manifest.json"
+CHECKPOINT_FILE = "checkpoint.json"
+# per-instance columns a store with checkpoints keeps once, for all of them (with the inputs and metadata)
+SHARED_COLUMNS = ("label",)
 
 # per-instance columns: name -> little-endian dtype
 OUTPUT_COLUMNS = {"label": "<i4", "pred": "<i4", "confidence": "<f4", "label_score": "<f4", "nonfinite": "<i4"}
@@ -89,12 +93,17 @@ def _safe_dtype(dtype, where: str) -> np.dtype:
     return dt.newbyteorder("<") if dt.byteorder not in ("|", "<") else dt
 
 
-def _progress_path(root: pathlib.Path, rank: int) -> pathlib.Path:
-    return root / "shards" / f"{rank}.json"
+def _progress_path(root: pathlib.Path, rank: int, manifest: dict) -> pathlib.Path:
+    return _inside(root, f"{manifest.get('shards_dir', 'shards')}/{rank}.json")
 
 
-def _read_progress(root: pathlib.Path, rank: int, lo: int, hi: int) -> dict:
-    path = _progress_path(root, rank)
+def _column_file(manifest: dict, column: str) -> str:
+    """Where a per-instance column (or ``outputs``) lives: ``columns/``, or a checkpoint's own folder."""
+    return (manifest.get("column_files") or {}).get(column, f"columns/{column}.bin")
+
+
+def _read_progress(root: pathlib.Path, rank: int, lo: int, hi: int, manifest: dict) -> dict:
+    path = _progress_path(root, rank, manifest)
     if not path.exists():
         return {"rank": rank, "complete": 0, "finished": False, "nonfinite": {}}
     try:
@@ -107,21 +116,27 @@ def _read_progress(root: pathlib.Path, rank: int, lo: int, hi: int) -> dict:
     return progress
 
 
+def _load_json(path: pathlib.Path, missing: str, name: str):
+    """A store's JSON file, or a `StoreError` saying it is ``missing`` or that ``name`` is not valid JSON."""
+    if not path.is_file():
+        raise StoreError(missing)
+    try:
+        return json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise StoreError(f"{name} is not valid JSON: {exc}") from None
+
+
 def _read_manifest(path: pathlib.Path) -> dict:
     manifest_path = path / MANIFEST
     if not path.is_dir():
         raise StoreError(f"{path} is not an activis store (no such directory).")
-    if not manifest_path.exists():
-        raise StoreError(f"{path} is not an activis store: {MANIFEST} is missing.")
-    try:
-        manifest = json.loads(manifest_path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise StoreError(f"{manifest_path} is not valid JSON: {exc}") from None
+    manifest = _load_json(manifest_path, f"{path} is not an activis store: {MANIFEST} is missing.",
+                          str(manifest_path))
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
         raise StoreError(f"{path} is not an activis store (manifest format tag missing).")
     version = manifest.get("version")
     if not isinstance(version, int) or isinstance(version, bool) or version not in READABLE_VERSIONS:
-        if isinstance(version, int) and version > FORMAT_VERSION:
+        if isinstance(version, int) and not isinstance(version, bool) and version > FORMAT_VERSION:
             raise StoreError(f"Store format version {version} is newer than this activis reads "
                              f"({FORMAT_VERSION}); upgrade activis to open {path}.")
         raise StoreError(f"Store format version {version!r} of {path} is unknown; this activis reads "
@@ -130,14 +145,21 @@ def _read_manifest(path: pathlib.Path) -> dict:
     return manifest
 
 
+def _need(path: pathlib.Path, cond, what: str, where: str = "Manifest") -> None:
+    if not cond:
+        raise StoreError(f"{where} of {path} is corrupt: {what}.")
+
+
 def _check_manifest(path: pathlib.Path, manifest: dict) -> None:
     """Refuse manifests whose fields would make reading go wrong, with a message that says where."""
     def need(cond, what):
-        if not cond:
-            raise StoreError(f"Manifest of {path} is corrupt: {what}.")
+        _need(path, cond, what)
 
-    complete = manifest.get("complete")
-    need(isinstance(complete, int) and complete >= 0, f"'complete' is {complete!r}")
+    if manifest["version"] >= 3:
+        _check_checkpoint_list(path, manifest)
+    else:
+        complete = manifest.get("complete")
+        need(isinstance(complete, int) and complete >= 0, f"'complete' is {complete!r}")
     need(isinstance(manifest.get("n_outputs"), int) and manifest["n_outputs"] >= 0, "'n_outputs' is not a count")
     n_expected = manifest.get("n_expected")
     need(n_expected is None or (isinstance(n_expected, int) and n_expected >= 0), "'n_expected' is not a count")
@@ -147,7 +169,7 @@ def _check_manifest(path: pathlib.Path, manifest: dict) -> None:
         need(isinstance(entry, dict) and isinstance(entry.get("neurons"), int) and entry["neurons"] >= 0,
              f"layer {name!r} has no neuron count")
         _safe_dtype(entry.get("dtype"), f"layer {name!r}")
-        _inside(path, entry.get("file"))
+        _inside(path, entry.get("file"))  # in a store with checkpoints: inside each checkpoint's folder
     for name, dtype in _columns(manifest).items():
         _safe_dtype(dtype, f"column {name!r}")
     for name, entry in layers.items():
@@ -174,6 +196,22 @@ def _check_manifest(path: pathlib.Path, manifest: dict) -> None:
     if shards is not None:
         need(isinstance(shards.get("world_size"), int) and shards["world_size"] >= 1 and n_expected is not None,
              "'shards' without a world size or an expected count")
+
+
+def _check_checkpoint_list(path: pathlib.Path, manifest: dict) -> None:
+    """A store with checkpoints lists them as {"step", "dir"}: whole steps of 0 or more, each once, in order,
+    each folder inside the store (its own state is checked when it is read: see `checkpoints`)."""
+    entries = manifest.get("checkpoints")
+    _need(path, isinstance(entries, list) and entries, "'checkpoints' is not a list of one or more checkpoints")
+    steps = []
+    for entry in entries:
+        step = entry.get("step") if isinstance(entry, dict) else None
+        _need(path, isinstance(step, int) and not isinstance(step, bool) and step >= 0,
+              f"checkpoint {entry!r} has no whole step of 0 or more")
+        _need(path, entry.get("dir") == f"checkpoints/{step}", f"checkpoint {step} has folder {entry.get('dir')!r}")
+        _inside(path, entry["dir"])
+        steps.append(step)
+    _need(path, steps == sorted(set(steps)), f"the checkpoints' steps {steps} are not distinct and in order")
 
 
 def _is_shape(shape) -> bool:

@@ -14,13 +14,14 @@ import numpy as np
 import pandas as pd
 
 from ..graph import UnknownLayerError
+from . import checkpoints as axis
 from .errors import StoreError, UnknownColumnError
 from .manifest import (
     LayerSpec,
+    _column_file,
     _columns,
     _inside,
     _output_kind,
-    _read_manifest,
     _read_progress,
     _safe_dtype,
     shard_ranges,
@@ -33,12 +34,16 @@ class ActivationStore:
     """Read side of a store: memory-mapped activations and the instances table.
 
     Open with `open_store`. Arrays are read-only numpy memory maps of the committed rows only; a
-    capture that is still running (or was killed) shows what it has committed so far.
+    capture that is still running (or was killed) shows what it has committed so far. A store with
+    checkpoints reads one of them (its latest complete one; `at` reads another) through the same API.
     """
 
-    def __init__(self, path: pathlib.Path, manifest: dict):
+    def __init__(self, path: pathlib.Path, manifest: dict, states: dict[int, dict] | None = None,
+                 pinned: bool = False):
         self.path = path
-        self.manifest = manifest
+        self.manifest = manifest  # the flat manifest of the checkpoint read (see `checkpoints.view_of`)
+        self._states = states
+        self._pinned = pinned  # opened at a step (`at`): a reload stays there
         self._instances: pd.DataFrame | None = None
         self._maps: dict[tuple, np.ndarray] = {}
         self._progress = self._shard_progress()
@@ -50,7 +55,7 @@ class ActivationStore:
         if not shards or self.manifest.get("finished"):
             return None
         ranges = shard_ranges(self.manifest["n_expected"], shards["world_size"])
-        return [{**_read_progress(self.path, r, lo, hi), "start": lo, "stop": hi}
+        return [{**_read_progress(self.path, r, lo, hi, self.manifest), "start": lo, "stop": hi}
                 for r, (lo, hi) in enumerate(ranges)]
 
     @property
@@ -93,6 +98,39 @@ class ActivationStore:
     @property
     def layers(self) -> list[str]:
         return list(self.manifest["layers"])
+
+    # -------------------------------------------------------------- checkpoints
+    @property
+    def step(self) -> int:
+        """The training step of the checkpoint this object reads (0 for a store captured without checkpoint=)."""
+        return int((self.manifest.get("checkpoint") or {}).get("step", 0))
+
+    @property
+    def checkpoints(self) -> list[int]:
+        """The steps of the store's complete checkpoints, sorted. A store captured without ``checkpoint=``
+        has one, step 0, once complete; a checkpoint begun and not finished is in `unfinished_checkpoints`."""
+        return self._checkpoint_steps(complete=True)
+
+    @property
+    def unfinished_checkpoints(self) -> list[int]:
+        """Checkpoints begun and not complete: being captured, or killed (``resume=True`` continues them)."""
+        return self._checkpoint_steps(complete=False)
+
+    def _checkpoint_steps(self, complete: bool) -> list[int]:
+        if self._states is None:
+            return [0] if self.is_complete == complete else []
+        return sorted(s for s, state in self._states.items() if axis.is_complete(self.manifest, state) == complete)
+
+    def at(self, step: int) -> ActivationStore:
+        """The store as it was at checkpoint ``step``: the same API over that checkpoint's activations, outputs,
+        scores and predictions (the instances' labels, metadata and inputs are the same at every step)."""
+        if self._states is None:
+            if step != 0:
+                raise StoreError(f"Checkpoint {step!r} is not in the store {self.path}; it has one checkpoint: 0 "
+                                 "(captured without checkpoint=).")
+            return self
+        _doc, view, states = axis.read_view(self.path, axis.check_step(step))
+        return ActivationStore(self.path, view, states, pinned=True)
 
     @property
     def class_names(self) -> list[str]:
@@ -187,8 +225,8 @@ class ActivationStore:
 
     def _row_files(self) -> list[tuple[str, str, int | None]]:
         files = [(e["file"], e["dtype"], e["neurons"]) for e in self.manifest["layers"].values()]
-        files += [(f"columns/{c}.bin", dtype, None) for c, dtype in _columns(self.manifest).items()]
-        files.append(("columns/outputs.bin", "<f4", int(self.manifest["n_outputs"])))
+        files += [(_column_file(self.manifest, c), dtype, None) for c, dtype in _columns(self.manifest).items()]
+        files.append((_column_file(self.manifest, "outputs"), "<f4", int(self.manifest["n_outputs"])))
         spec = self.manifest.get("inputs")
         if spec:
             files.append((spec["file"], spec["dtype"], int(np.prod(spec["shape"], dtype=np.int64))))
@@ -226,7 +264,7 @@ class ActivationStore:
     @property
     def outputs(self) -> np.ndarray:
         """The model's raw outputs (logits, unless `output_kind` says otherwise), float32."""
-        return self._memmap("columns/outputs.bin", "<f4", int(self.manifest["n_outputs"]))
+        return self._memmap(_column_file(self.manifest, "outputs"), "<f4", int(self.manifest["n_outputs"]))
 
     @property
     def scores(self) -> np.ndarray:
@@ -243,7 +281,7 @@ class ActivationStore:
         columns = _columns(self.manifest)
         if name not in columns:
             raise UnknownColumnError(f"Column {name!r} is not in this store; columns: {', '.join(columns)}.")
-        return self._memmap(f"columns/{name}.bin", columns[name], None)
+        return self._memmap(_column_file(self.manifest, name), columns[name], None)
 
     @property
     def inputs(self) -> np.ndarray | None:
@@ -291,16 +329,16 @@ class ActivationStore:
     # ------------------------------------------------------------ other modules
     def section(self, name: str) -> pathlib.Path:
         """A subdirectory where another module (subsets, projections, logs) keeps its files."""
-        if not name.isidentifier() or name in ("layers", "columns", "shards"):
+        if not name.isidentifier() or name in ("layers", "columns", "shards", "checkpoints"):
             raise StoreError(f"A section name is a Python identifier (letters, digits, '_') other than the "
-                             f"store's own folders (layers, columns, shards), not {name!r}.")
+                             f"store's own folders (layers, columns, shards, checkpoints), not {name!r}.")
         path = self.path / name
         path.mkdir(exist_ok=True)
         return path
 
     def reload(self) -> ActivationStore:
-        """Re-read the manifest (a capture may still be appending)."""
-        self.manifest = _read_manifest(self.path)
+        """Re-read the manifest (a capture may still be appending rows, or checkpoints)."""
+        _doc, self.manifest, self._states = axis.read_view(self.path, self.step if self._pinned else None)
         self._instances = None
         self._maps.clear()
         self._progress = self._shard_progress()
@@ -329,11 +367,19 @@ class ActivationStore:
             if self.committed != self.n_instances:
                 state += f" ({self.committed:,} in all shards)"
             state += ", resume with capture(..., resume=True)"
+        if self._states is not None:
+            state = state.replace("resume=True", f"checkpoint={self.step}, resume=True")
+            steps = self.checkpoints
+            state = f"step {self.step} of {len(steps)} checkpoint{'s' * (len(steps) != 1)} · {state}"
         return (f"<ActivationStore {self.path} · {self.n_instances:,} instances · {len(self.layers)} layers · "
                 f"{state}>")
 
 
-def open_store(path) -> ActivationStore:
-    """Open a store for reading. Imports no torch, reads no array into memory, never unpickles."""
+def open_store(path, step: int | None = None) -> ActivationStore:
+    """Open a store for reading. Imports no torch, reads no array into memory, never unpickles.
+
+    A store with checkpoints reads its latest complete checkpoint, or ``step``'s (as `ActivationStore.at`).
+    """
     path = pathlib.Path(path)
-    return ActivationStore(path, _read_manifest(path))
+    _doc, view, states = axis.read_view(path, None if step is None else axis.check_step(step))
+    return ActivationStore(path, view, states, pinned=step is not None)

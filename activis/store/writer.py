@@ -21,19 +21,21 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import pandas as pd
 
+from . import checkpoints as axis
 from .errors import StoreError, StoreExistsError, StoreFullError
 from .manifest import (
     FORMAT,
-    FORMAT_VERSION,
     MANIFEST,
     OUTPUT_COLUMNS,
     OUTPUT_KINDS,
+    PLAIN_VERSION,
+    SHARED_COLUMNS,
     LayerSpec,
+    _column_file,
     _columns,
     _inside,
     _output_kind,
     _progress_path,
-    _read_manifest,
     _read_progress,
     _safe_dtype,
     shard_ranges,
@@ -103,6 +105,8 @@ class StoreWriter:
     ``world_size`` > 1 the store is laid out for a sharded capture: every rank joins it with
     `StoreWriter.resume` and fills its own row range. Every commit survives the writing process
     being killed; with ``durable`` it also survives a power cut (fsync per commit and at `finish`).
+    With ``checkpoint`` (a training step) the store has a checkpoint axis and this is its first
+    checkpoint; `checkpoints.add_checkpoint` then `resume(step=...)` write the next ones.
     """
 
     def __init__(self, path, *, layers: Mapping[str, LayerSpec], n_outputs: int,
@@ -110,8 +114,12 @@ class StoreWriter:
                  metadata: pd.DataFrame | None = None, graph=None, input_shape=None, input_dtype="<f4",
                  outputs_are_probabilities: bool = False, output_kind: str | None = None,
                  world_size: int = 1, capture_info: dict | None = None, overwrite: bool = False,
-                 durable: bool = False):
+                 durable: bool = False, checkpoint: int | None = None):
         self.path = pathlib.Path(path)
+        if checkpoint is not None:
+            checkpoint = axis.check_step(checkpoint)
+            if n_expected is None:
+                raise StoreError("A store with checkpoints needs n_expected: each checkpoint holds the same instances.")
         kind = output_kind or ("probabilities" if outputs_are_probabilities else "logits")
         if kind not in OUTPUT_KINDS:
             raise StoreError(f"output_kind must be one of {', '.join(OUTPUT_KINDS)}, not {kind!r}.")
@@ -124,7 +132,7 @@ class StoreWriter:
         _check_target(self.path, overwrite)
         manifest = {
             "format": FORMAT,
-            "version": FORMAT_VERSION,
+            "version": PLAIN_VERSION,
             "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
             "complete": 0,
             "n_expected": None if n_expected is None else int(n_expected),
@@ -145,25 +153,34 @@ class StoreWriter:
         if input_shape is not None:
             manifest["inputs"] = {"file": "columns/inputs.bin", "dtype": str(_safe_dtype(input_dtype, "inputs")),
                                   "shape": [int(s) for s in input_shape]}
+        document = manifest
+        if checkpoint is not None:
+            document = axis.shared_of(manifest, checkpoint)
+            manifest = axis.view_of(document, checkpoint, {"complete": 0, "finished": False, "capture": capture_info,
+                                                           "writes_instances": True})
         staging = self.path.parent / f".{self.path.name}.creating-{os.getpid()}"
         shutil.rmtree(staging, ignore_errors=True)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            for folder in ("layers", "columns") + (("shards",) if world_size > 1 else ()):
-                (staging / folder).mkdir(parents=True)
+            for folder in ["columns", *{str(pathlib.Path(f).parent) for f in _row_file_names(manifest)}] + (
+                    [manifest.get("shards_dir", "shards")] if world_size > 1 else []):
+                (staging / folder).mkdir(parents=True, exist_ok=True)
             if metadata is not None:
                 metadata = pd.DataFrame(metadata).reset_index(drop=True)
                 if n_expected is not None and len(metadata) != n_expected:
                     raise StoreError(f"metadata has {len(metadata)} rows for {n_expected} instances.")
                 metadata.columns = [str(c) for c in metadata.columns]
                 metadata.to_parquet(staging / "metadata.parquet", index=False)
-                manifest["metadata_file"] = "metadata.parquet"
+                manifest["metadata_file"] = document["metadata_file"] = "metadata.parquet"
             if graph is not None:
                 (staging / "graph.json").write_text(graph.to_json())
-                manifest["graph_file"] = "graph.json"
+                manifest["graph_file"] = document["graph_file"] = "graph.json"
             for relative in _row_file_names(manifest):
                 (staging / relative).touch()
-            _atomic_write(staging / MANIFEST, json.dumps(manifest, indent=1), durable=durable)
+            if checkpoint is not None:
+                _atomic_write(axis.state_path(staging, checkpoint), json.dumps(axis.state_of(manifest)),
+                              durable=durable)
+            _atomic_write(staging / MANIFEST, json.dumps(document, indent=1), durable=durable)
             _replace_dir(staging, self.path, overwrite)
         except OSError as exc:
             shutil.rmtree(staging, ignore_errors=True)
@@ -175,12 +192,14 @@ class StoreWriter:
         self._attach(manifest, rank=0 if world_size > 1 else None, complete=0, durable=durable)
 
     @classmethod
-    def resume(cls, path, *, rank: int | None = None, durable: bool = False) -> StoreWriter:
-        """Reopen a store to continue writing after its last commit (``rank``: that rank's shard)."""
+    def resume(cls, path, *, rank: int | None = None, durable: bool = False, step: int | None = None) -> StoreWriter:
+        """Reopen a store to continue writing after its last commit (``rank``: that rank's shard; ``step``:
+        that checkpoint, by default the store's own)."""
         path = pathlib.Path(path)
-        manifest = _read_manifest(path)
+        _doc, manifest, states = axis.read_view(path, step)
         if manifest.get("finished"):
-            raise StoreError(f"The store {path} is finished; nothing to resume.")
+            what = f"Checkpoint {manifest['checkpoint']['step']} of the store" if states is not None else "The store"
+            raise StoreError(f"{what} {path} is finished; nothing to resume.")
         sharded = manifest.get("shards") is not None
         if sharded != (rank is not None):
             world = manifest["shards"]["world_size"] if sharded else 1
@@ -193,7 +212,7 @@ class StoreWriter:
             if not 0 <= rank < world:
                 raise StoreError(f"Rank {rank} is outside the store's {world} shards.")
             lo, hi = shard_ranges(manifest["n_expected"], world)[rank]
-            progress = _read_progress(path, rank, lo, hi)
+            progress = _read_progress(path, rank, lo, hi, manifest)
             complete = progress["complete"]
             own = progress.get("nonfinite") or {}  # the progress file carries this rank's counts only
             for name, entry in manifest["layers"].items():
@@ -202,7 +221,7 @@ class StoreWriter:
         else:
             complete = manifest["complete"]
             progress = manifest
-        ActivationStore(path, manifest)  # the files hold what the manifest says
+        ActivationStore(path, manifest, states)  # the files hold what the manifest says
         self._attach(manifest, rank=rank, complete=complete, durable=durable)
         self.data_digest = progress.get("data_digest")
         return self
@@ -225,7 +244,11 @@ class StoreWriter:
             self.start, self.stop = shard_ranges(manifest["n_expected"], manifest["shards"]["world_size"])[rank]
         self._columns = _columns(manifest)
         self._fds: dict[str, int] = {}
-        for relative in _row_file_names(manifest):
+        # a checkpoint after the first writes its own rows only, and checks its labels against the store's
+        self._owner = axis.writes_instances(manifest)
+        self._labels = None if self._owner else np.memmap(_inside(self.path, _column_file(manifest, "label")),
+                                                          dtype=self._columns["label"], mode="r")
+        for relative in _row_file_names(manifest, own_only=not self._owner):
             self._fds[relative] = os.open(_inside(self.path, relative), os.O_WRONLY | os.O_CREAT, 0o644)
 
     # -------------------------------------------------------------------- state
@@ -247,6 +270,7 @@ class StoreWriter:
         for fd in self._fds.values():
             os.close(fd)
         self._fds = {}
+        self._labels = None
 
     def __enter__(self):
         return self
@@ -285,6 +309,8 @@ class StoreWriter:
         if len(label) != n:
             raise StoreError(f"{len(label)} labels for a batch of {n} instances.")
         label = label.astype(np.int64)
+        if self._labels is not None:
+            self._check_labels(label, row0)
         classes = 2 if self.n_outputs == 1 else self.n_outputs
         if ((label < -1) | (label >= classes)).any():
             bad = label[(label < -1) | (label >= classes)][0]
@@ -322,9 +348,10 @@ class StoreWriter:
         values = {"label": label, "pred": pred, "confidence": confidence, "label_score": label_score,
                   "nonfinite": bad_per_row}
         for col, dtype in self._columns.items():
-            blocks[f"columns/{col}.bin"] = np.ascontiguousarray(values[col], dtype=dtype).reshape(n)
-        blocks["columns/outputs.bin"] = np.ascontiguousarray(outputs, dtype="<f4")
-        if self.manifest.get("inputs"):
+            if self._owner or col not in SHARED_COLUMNS:
+                blocks[_column_file(self.manifest, col)] = np.ascontiguousarray(values[col], dtype=dtype).reshape(n)
+        blocks[_column_file(self.manifest, "outputs")] = np.ascontiguousarray(outputs, dtype="<f4")
+        if self.manifest.get("inputs") and self._owner:
             spec = self.manifest["inputs"]
             if inputs is None:
                 raise StoreError("This store keeps inputs; the batch has none.")
@@ -341,6 +368,17 @@ class StoreWriter:
             out_check.add_to(self.manifest["outputs_nonfinite"])
         self._complete += n
         return PreparedBatch(writes, self._complete, self._commit_record())
+
+    def _check_labels(self, label: np.ndarray, row0: int) -> None:
+        """A later checkpoint holds the store's instances: its labels are the store's, row for row."""
+        stored = self._labels[row0:row0 + len(label)]
+        differ = np.flatnonzero(stored != label)
+        if len(differ):
+            row = row0 + int(differ[0])
+            raise InstancesDifferError(
+                f"Checkpoint {self.manifest['checkpoint']['step']} of {self.path} holds other instances than the "
+                f"store: the label of row {row} is {label[differ[0]]}, the store's is {stored[differ[0]]}. Every "
+                "checkpoint captures the same instances, in the same order.")
 
     def write(self, prepared: PreparedBatch, commit: bool = True) -> None:
         """Write a prepared batch's rows (in the order prepared), then commit them if asked."""
@@ -366,13 +404,16 @@ class StoreWriter:
             self.manifest["complete"] = self._complete
             self.manifest["finished"] = finished
             self.manifest["data_digest"] = self.data_digest
+            if "checkpoint" in self.manifest:  # a checkpoint commits its own state only
+                return (axis.state_path(self.path, self.manifest["checkpoint"]["step"]),
+                        json.dumps(axis.state_of(self.manifest), indent=1 if finished else None))
             # indented for people once finished; compact (C-encoded) for the commits before
             return self.path / MANIFEST, json.dumps(self.manifest, indent=1 if finished else None)
         counts = {name: e["nonfinite"] for name, e in self.manifest["layers"].items()}
         counts["<outputs>"] = self.manifest["outputs_nonfinite"]
         progress = {"rank": self.rank, "complete": self._complete, "finished": finished, "nonfinite": counts,
                     "data_digest": self.data_digest}
-        return _progress_path(self.path, self.rank), json.dumps(progress)
+        return _progress_path(self.path, self.rank, self.manifest), json.dumps(progress)
 
     def _write_commit(self, record: tuple[pathlib.Path, str], rows: int) -> None:
         _atomic_write(*record, durable=self.durable)
@@ -394,16 +435,16 @@ class StoreWriter:
         return open_store(self.path)
 
 
-def finish_shards(path) -> ActivationStore:
-    """Merge the ranks' progress into the manifest once every shard is complete.
+def finish_shards(path, step: int | None = None) -> ActivationStore:
+    """Merge the ranks' progress into the manifest (or checkpoint ``step``'s state) once every shard is complete.
 
     Raises `StoreError` naming the shards still missing rows.
     """
     path = pathlib.Path(path)
-    manifest = _read_manifest(path)
+    _doc, manifest, states = axis.read_view(path, step)
     if manifest.get("finished"):
         return open_store(path)
-    store = ActivationStore(path, manifest)
+    store = ActivationStore(path, manifest, states)
     missing = [p for p in store.progress if p["complete"] < p["stop"] - p["start"]]
     if missing:
         text = ", ".join(f"rank {p['rank']}: {p['complete']}/{p['stop'] - p['start']}" for p in missing)
@@ -414,14 +455,24 @@ def finish_shards(path) -> ActivationStore:
     manifest["outputs_nonfinite"] = {k: int(v) for k, v in counts.loc["<outputs>"].items()}
     manifest["complete"] = manifest["n_expected"]
     manifest["finished"] = True
-    _atomic_write(path / MANIFEST, json.dumps(manifest, indent=1))
+    if states is None:
+        _atomic_write(path / MANIFEST, json.dumps(manifest, indent=1))
+    else:
+        _atomic_write(axis.state_path(path, manifest["checkpoint"]["step"]),
+                      json.dumps(axis.state_of(manifest), indent=1))
     return open_store(path)
 
 
-def _row_file_names(manifest: dict) -> list[str]:
+class InstancesDifferError(StoreError):
+    """A checkpoint being written holds other instances than the store's others."""
+
+
+def _row_file_names(manifest: dict, own_only: bool = False) -> list[str]:
+    """The files a batch writes rows to (``own_only``: a later checkpoint's own, not the shared instances')."""
     files = [e["file"] for e in manifest["layers"].values()]
-    files += [f"columns/{c}.bin" for c in _columns(manifest)] + ["columns/outputs.bin"]
-    if manifest.get("inputs"):
+    files += [_column_file(manifest, c) for c in _columns(manifest) if not (own_only and c in SHARED_COLUMNS)]
+    files.append(_column_file(manifest, "outputs"))
+    if manifest.get("inputs") and not own_only:
         files.append(manifest["inputs"]["file"])
     return files
 
