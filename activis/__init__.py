@@ -1,6 +1,6 @@
 """activis: see what a trained PyTorch model does, and debug how it trained, in a notebook.
 
-The backend (graph, store, capture, subsets, projection, analysis, cockpit) is plain Python; the
+The backend (graph, store, capture, subsets, projection, dynamics, analysis, cockpit) is plain Python; the
 views in `activis.widgets` are thin anywidget front-ends over it. Names are imported on first use,
 so that opening a store needs neither torch nor the widgets.
 """
@@ -36,6 +36,8 @@ _EXPORTS = {
     "compare_stores": "evaluation",
     "discover_slices": "slices", "Slice": "slices", "SliceReport": "slices", "SliceError": "slices",
     "SliceSuggestions": "widgets",
+    "data_map": "dynamics", "data_map_of": "dynamics", "cka": "dynamics", "cka_matrix": "dynamics",
+    "aligned_projection": "dynamics", "DynamicsError": "dynamics",
     "GraphView": "widgets", "ActivationMatrix": "widgets", "ProjectionView": "widgets",
     "InstancePanel": "widgets", "SubsetPanel": "widgets", "Selection": "widgets", "Explorer": "widgets",
     "CockpitPanel": "widgets", "MisclassificationView": "widgets", "EvaluationPanel": "widgets",
