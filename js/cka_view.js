@@ -43,7 +43,7 @@ function setup(kit) {
           className: "av-cka-cell", "data-layer": layer, "data-step": String(step), "data-value": v.toFixed(3),
           "data-marked": String(step === model.get("marked_step") && layer === model.get("marked_layer")),
           title: `${layer} · step ${step}: CKA ${v.toFixed(3)}`, text: v.toFixed(2),
-          style: { background: seq[k], color: k > seq.length / 2 ? "#fff" : "#000" },
+          style: { background: seq[k], color: k < seq.length / 2 ? "#fff" : "#000" },
           onclick: () => { model.set("picked", { layer, step }); model.save_changes(); },
         }));
       });

@@ -10,7 +10,7 @@ import { h } from "./common/dom.js";
 import { encodeArray } from "./common/arrays.js";
 
 const CSS = `
-.activis-data_map { display: flex; flex-direction: column; gap: 4px; font-size: 12px; }
+.activis-data_map { display: flex; flex-direction: column; gap: 4px; font-size: 12px; user-select: none; }
 .activis-data_map .activis-toolbar { display: flex; gap: 6px; align-items: center; flex-wrap: wrap; }
 .activis-data_map button { font: inherit; font-size: 11px; cursor: pointer; }
 .activis-data_map canvas { touch-action: none; cursor: crosshair; }
@@ -18,7 +18,7 @@ const CSS = `
 const MARGIN = { left: 40, right: 10, top: 10, bottom: 30 };
 const REGION_LABELS = [
   { text: "easy to learn", x: 0.02, y: 0.93 },
-  { text: "ambiguous", x: 0.32, y: 0.55 },
+  { text: "ambiguous", x: 0.36, y: 0.93 },
   { text: "hard to learn", x: 0.02, y: 0.06 },
 ];
 
@@ -102,6 +102,16 @@ function setup(kit) {
         ctx.stroke();
       }
     }
+    // Cartography's default region boundaries: variability 0.2 (ambiguous above), confidence 0.5 (easy above)
+    ctx.strokeStyle = kit.colour("--av-border", "#ccc");
+    ctx.setLineDash([3, 3]);
+    ctx.beginPath();
+    ctx.moveTo(sx(0.2, width), MARGIN.top);
+    ctx.lineTo(sx(0.2, width), height - MARGIN.bottom);
+    ctx.moveTo(MARGIN.left, sy(0.5, height));
+    ctx.lineTo(sx(0.2, width), sy(0.5, height));
+    ctx.stroke();
+    ctx.setLineDash([]);
     ctx.fillStyle = fg;
     ctx.font = "italic 11px sans-serif";
     for (const r of REGION_LABELS) ctx.fillText(r.text, sx(r.x * xMax / 0.5, width), sy(r.y, height));

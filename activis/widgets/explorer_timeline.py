@@ -69,6 +69,8 @@ class ExplorerTimeline:
         self._request_layouts(explorer.selection.layer)
         row = widgets.Layout(width="100%")
         side = [v for v in (self.data_map, self.cka) if v is not None]
+        for view, width in zip(side, ("60%", "40%") if len(side) == 2 else ("100%",)):
+            view.layout = widgets.Layout(width=width, min_width="0")
         children = [self.view]
         if side:
             children.append(widgets.HBox(side, layout=row))
