@@ -32,14 +32,15 @@ STATE = """print("RESULT " + json.dumps({
 def test_checkpoint_click_and_data_map_brush(lab, page):
     panel = open_cells(page, lab, "timeline.ipynb", [SETUP, STATE])
     cell = run_cell(panel, 0, timeout=300_000)
-    timeline = cell.locator(".activis-timeline[data-ready]")
-    matrix = cell.locator(".activis-matrix[data-rendered]")
-    proj = cell.locator(".activis-projection[data-shown-method='aligned · step 15']")
-    data_map = cell.locator(".activis-data_map[data-ready]")
-    cockpit = cell.locator(".activis-cockpit[data-marked-step='15']")
-    cka = cell.locator(".activis-cka[data-ready]")
-    for view in (timeline, matrix, proj, data_map, cockpit, cka):
+    # every view drawn, the projection on the latest checkpoint's aligned layout, the cockpit marking it
+    ready = {name: cell.locator(selector) for name, selector in {
+        "timeline": ".activis-timeline[data-ready]", "matrix": ".activis-matrix[data-rendered]",
+        "proj": ".activis-projection[data-shown-method='aligned · step 15']",
+        "data_map": ".activis-data_map[data-ready]", "cockpit": ".activis-cockpit[data-marked-step='15']",
+        "cka": ".activis-cka[data-ready]"}.items()}
+    for view in ready.values():
         view.wait_for(timeout=120_000)
+    timeline, matrix, proj, data_map = ready["timeline"], ready["matrix"], ready["proj"], ready["data_map"]
     data_map.locator("xpath=self::*[@data-linked='true']").wait_for()
     pixels = "(c) => c.toDataURL()"
     before = matrix.locator("canvas.av-canvas").evaluate(pixels)
