@@ -110,3 +110,21 @@ def test_a_cka_cell_selects_its_layer_and_checkpoint(run, explorer):
     np.testing.assert_array_equal(explorer.projection.positions, explorer.timeline.layout(5, first))
     with pytest.raises(ViewError, match="No checkpoint 6"):
         explorer.cka.pick(first, 6)
+
+
+def test_a_store_with_checkpoints_alone_gets_the_timeline_without_a_cockpit_and_bad_input_is_refused(run, tmp_path):
+    ex = activis.Explorer(run.store, method="pca", projection_params={"n_epochs": 30})
+    assert ex.cockpit is None and ex.data_map is not None and ex.timeline.view.steps == [0, 5, 10, 15]
+    ex.timeline.view.step = 0
+    assert ex.checkpoint == 0 and ex.timeline.wait_for_layouts(timeout=600)
+    with pytest.raises(ViewError, match="run= is an activis Run"):
+        activis.Explorer(run.store, run=42, method="pca")
+    with pytest.raises(ViewError, match="step=3 is not a checkpoint"):
+        ex.timeline.view.step = 3
+    with pytest.raises(ViewError, match="lacks confidence"):
+        activis.DataMapView(data_map_of(run.store).drop(columns="confidence"))
+    with pytest.raises(ViewError, match="cka_matrix"):
+        activis.CKAView(data_map_of(run.store))
+    with pytest.raises(ViewError, match="same 120 instances"):
+        ex.matrix.set_store(activis.open_run(make_run(tmp_path / "small", steps=2, n=40)).store)
+    assert ex.matrix.store is ex.timeline.store_at(0)  # refused: nothing changed
