@@ -48,6 +48,7 @@ class ExplorerTimeline:
         store = explorer.store
         self.steps = list(store.checkpoints)
         self._stores = {self.steps[-1]: store}  # the store itself reads its latest checkpoint
+        self._stores_lock = threading.Lock()  # the layouts' thread reads checkpoints too: one store per step
         self._aligned_params = {k: v for k, v in (aligned_params or {}).items() if k in ALIGNED_PARAMS}
         self._layouts: dict[str, list] = {}
         self._ready: dict[str, threading.Event] = {}
@@ -81,9 +82,10 @@ class ExplorerTimeline:
 
     def store_at(self, step: int):
         """The store as it was at checkpoint ``step`` (read once, then kept)."""
-        if step not in self._stores:
-            self._stores[step] = self.explorer.store.at(step)
-        return self._stores[step]
+        with self._stores_lock:
+            if step not in self._stores:
+                self._stores[step] = self.explorer.store.at(step)
+            return self._stores[step]
 
     # ------------------------------------------------------------------ links
     def _wire(self) -> None:
