@@ -128,3 +128,17 @@ def test_a_store_with_checkpoints_alone_gets_the_timeline_without_a_cockpit_and_
     with pytest.raises(ViewError, match="same 120 instances"):
         ex.matrix.set_store(activis.open_run(make_run(tmp_path / "small", steps=2, n=40)).store)
     assert ex.matrix.store is ex.timeline.store_at(0)  # refused: nothing changed
+
+
+def test_a_doctor_finding_with_a_step_moves_to_the_nearest_checkpoint_with_its_layer(run, explorer):
+    from activis.doctor.findings import Finding
+
+    layer = explorer.store.layers[0]
+    finding = Finding("vanishing", "warning", "Vanishing gradients", "...", place="module", where=layer, step=6)
+    assert explorer.timeline.show_finding(finding) == 5
+    assert explorer.checkpoint == 5 and explorer.selection.layer == explorer.matrix.layer == layer
+    run.add_finding({"step": 14, "check": "loss plateau", "severity": "warning", "where": "not captured"})
+    assert explorer.timeline.show_finding(run.findings.iloc[-1]) == 15  # an uncaptured place keeps the layer
+    assert explorer.selection.layer == layer
+    with pytest.raises(ViewError, match="with a step"):
+        explorer.timeline.show_finding({"check": "before training"})

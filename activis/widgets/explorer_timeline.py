@@ -14,8 +14,11 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Mapping
 
 import ipywidgets as widgets
+import numpy as np
+import pandas as pd
 
 from ..dynamics import DynamicsError, aligned_projection, cka_matrix, data_map_of
 from ..run import Run, open_run
@@ -139,6 +142,27 @@ class ExplorerTimeline:
         if self.cka is not None:
             self.cka.marked_layer = change["new"]
         self._request_layouts(change["new"])
+
+    def show_finding(self, finding) -> int:
+        """Move to the checkpoint nearest a doctor finding's step, with its layer selected when it was
+        captured (a `Finding`, or a row or dict of ``run.findings``); returns the checkpoint shown."""
+        from .explorer import LayerNotCaptured, store_layer_for  # the explorer module imports this one
+
+        get = finding.get if isinstance(finding, Mapping | pd.Series) else lambda key: getattr(finding, key, None)
+        step = get("step")
+        if isinstance(step, bool) or not isinstance(step, int | float | np.integer | np.floating) or step != step:
+            raise ViewError(f"show_finding needs a finding made while training (with a step), not step={step!r}.")
+        nearest = min(self.steps, key=lambda s: (abs(s - step), s))
+        ex = self.explorer
+        for name in (get("node"), get("where")):
+            if isinstance(name, str) and name:
+                try:
+                    ex.selection.layer = store_layer_for(ex.store, ex.graph, name)
+                    break
+                except LayerNotCaptured:
+                    continue
+        ex.checkpoint = nearest
+        return nearest
 
     # ------------------------------------------------------------------ aligned layouts
     def _request_layouts(self, layer: str) -> None:
