@@ -30,7 +30,10 @@ function setup(kit) {
   const ticks = h("div");
   const track = h("div", { className: "av-track" }, [slider, ticks]);
   const label = h("span", { className: "av-step", "data-role": "step-label" });
-  el.append(play, track, label);
+  const flipped = h("button", { text: "+ flipped", "data-role": "flipped",
+    title: "Add the subset of instances whose prediction changed between the first checkpoint and this one",
+    onclick: () => model.send({ flipped: true }) });
+  el.append(play, track, label, flipped);
 
   const steps = () => /** @type {number[]} */ (model.get("steps"));
   const setStep = (/** @type {number} */ step) => {

@@ -142,3 +142,14 @@ def test_a_doctor_finding_with_a_step_moves_to_the_nearest_checkpoint_with_its_l
     assert explorer.selection.layer == layer
     with pytest.raises(ViewError, match="with a step"):
         explorer.timeline.show_finding({"check": "before training"})
+
+
+def test_flipped_predictions_become_a_picked_subset(run, explorer):
+    explorer.checkpoint = 10
+    explorer.timeline._on_timeline_message(explorer.timeline.view, {"flipped": True}, [])
+    name = "prediction changed 0 → 10"
+    assert explorer.subset_panel.active == explorer.selection.subset == name
+    changed = run.store.at(0).column("pred") != run.store.at(10).column("pred")
+    assert np.array_equal(explorer.selection.subset_indices, np.flatnonzero(changed))
+    with pytest.raises(ViewError, match="No checkpoint at step 3"):
+        explorer.timeline.add_flipped(3)

@@ -20,7 +20,7 @@ import ipywidgets as widgets
 import numpy as np
 import pandas as pd
 
-from ..dynamics import DynamicsError, aligned_projection, cka_matrix, data_map_of
+from ..dynamics import DynamicsError, aligned_projection, cka_matrix, data_map_of, prediction_changed
 from ..run import Run, open_run
 from ._base import kernel_loop
 from .cka_view import CKAView
@@ -95,6 +95,7 @@ class ExplorerTimeline:
         ex = self.explorer
         ex.observe(self._on_checkpoint, "checkpoint")
         self.view.observe(lambda c: setattr(ex, "checkpoint", c["new"]), "step")
+        self.view.on_msg(self._on_timeline_message)
         ex.selection.observe(self._on_layer, "layer")
         if self.cockpit is not None:
             self.cockpit.observe(self._on_step_range, "step_range")
@@ -142,6 +143,23 @@ class ExplorerTimeline:
         if self.cka is not None:
             self.cka.marked_layer = change["new"]
         self._request_layouts(change["new"])
+
+    def add_flipped(self, a: int | None = None, b: int | None = None) -> str:
+        """Add the subset of instances whose prediction changed between checkpoints ``a`` (default: the
+        first) and ``b`` (default: the one shown), and pick it (highlighted in every view); its name."""
+        a = self.steps[0] if a is None else a
+        b = self.explorer.checkpoint if b is None else b
+        try:
+            subset = prediction_changed(self.explorer.store, a, b)
+        except DynamicsError as exc:
+            raise ViewError(str(exc)) from None
+        self.explorer.subsets.add(subset.name, subset)
+        self.explorer.subset_panel.active = subset.name
+        return subset.name
+
+    def _on_timeline_message(self, _widget, content, _buffers) -> None:
+        if isinstance(content, dict) and content.get("flipped"):
+            self.add_flipped()
 
     def show_finding(self, finding) -> int:
         """Move to the checkpoint nearest a doctor finding's step, with its layer selected when it was
