@@ -17,7 +17,7 @@ import { lineChart, alphaChart, gaugeChart, hist1dChart, hist2dChart } from "./c
  *   layers: string[], layer_series_names: string[], layer_series: Serialised | null, layer: string,
  *   step_range: number[], hist1d: Serialised | null, hist1d_range: number[], hist1d_steps: number,
  *   hist2d: Serialised | null, hist2d_range: number[][], hist2d_steps: number, tracked: string[],
- *   notes: {hess_diag?: string, skipped?: Record<string, string>}, height: number }} CockpitModel
+ *   notes: {hess_diag?: string, skipped?: Record<string, string>}, height: number, marked_step: number }} CockpitModel
  * @typedef {import("./cockpit/charts.js").Card} Card
  */
 
@@ -186,6 +186,15 @@ function setup(kit) {
     overlay.addEventListener("pointerleave", () => { if (start === null) tooltip.hide(); });
   }
 
+  // the explorer's checkpoint: a vertical rule at its step in every time series
+  function markStep(root, x, height, m) {
+    const step = model.get("marked_step");
+    if (step < 0 || step < x.domain[0] || step > x.domain[1]) return;
+    root.appendChild(svg("line", { class: "av-marked-step", x1: x(step), x2: x(step), y1: m.top, y2: height - m.bottom,
+      "data-step": String(step), stroke: "var(--av-accent)", "stroke-width": 1.5, "stroke-dasharray": "3 2",
+      "pointer-events": "none" }));
+  }
+
   // ------------------------------------------------------------------ whole panel
   function draw() {
     const d = data();
@@ -213,7 +222,10 @@ function setup(kit) {
       const box = size(entry.body);
       if (inst.kind === "line") {
         const drawn = lineChart(entry, d, box, COLORS);
-        if (drawn) brush(drawn.root, drawn.x, drawn.height, d, drawn.lines, drawn.m);
+        if (drawn) {
+          markStep(drawn.root, drawn.x, drawn.height, drawn.m);
+          brush(drawn.root, drawn.x, drawn.height, d, drawn.lines, drawn.m);
+        }
       } else if (inst.kind === "alpha") alphaChart(entry, d, box, COLORS);
       else if (inst.kind === "gauge") gaugeChart(entry, d, box, COLORS);
       else if (inst.kind === "hist1d") {
@@ -229,6 +241,7 @@ function setup(kit) {
     footer.textContent = lines.join("\n");
     el.dataset.steps = String(d.steps.length);
     el.dataset.layer = d.layer;
+    el.dataset.markedStep = String(model.get("marked_step"));
     el.dataset.range = d.range.length === 2 ? `${d.range[0]}-${d.range[1]}` : "";
     el.dataset.instruments = String(shown);
     el.dataset.renders = String(Number(el.dataset.renders || 0) + 1);
@@ -246,8 +259,8 @@ function setup(kit) {
     draw();
   });
   function schedule() { redraw(); }
-  kit.on("steps series layer_series layer step_range hist1d hist2d notes tracked height colours first_step_s",
-    schedule);
+  kit.on("steps series layer_series layer step_range marked_step hist1d hist2d notes tracked height colours "
+    + "first_step_s", schedule);
   kit.onResize(el, schedule);
   draw();
 }

@@ -21,6 +21,9 @@ _VIEWS = {
     "SliceSuggestions": "slice_suggestions",
     "EvaluationPanel": "evaluation_panel",
     "RunsPanel": "runs_panel",
+    "TimelineView": "timeline_view",
+    "DataMapView": "data_map_view",
+    "CKAView": "cka_view",
     "ViewError": "errors",
 }
 

@@ -22,7 +22,7 @@ from ..subsets import (
 )
 from ._arrays import array_serialization
 from ._base import Choice, View, bundle
-from .errors import ViewError, check_index, check_layer, check_store, unknown
+from .errors import ViewError, check_index, check_layer, check_same_instances, check_store, unknown
 from .row_keys import INSTANCE_PREFIX, SUBSET_PREFIX, instance_of, instance_row, is_reserved, subset_of, subset_row
 from .selection import Selection
 
@@ -143,6 +143,14 @@ class ActivationMatrix(View):
     def aggregate(self):
         """The `Aggregate` behind the rows shown (all three statistics)."""
         return self._aggregate
+
+    def set_store(self, store) -> None:
+        """Show the same rows over another store of the same instances (a checkpoint: ``store.at(step)``).
+
+        The matrix's subsets must already read that store (an explorer moves them with it)."""
+        self._store = check_same_instances("ActivationMatrix", self._store, store)
+        self._members_signature = None  # a subset over predictions may hold other instances now
+        self._refresh_values()
 
     # ------------------------------------------------------------------ rows
     def add_subset(self, name: str, definition=None) -> str:

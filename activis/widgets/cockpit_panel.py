@@ -53,6 +53,7 @@ class CockpitPanel(LiveView):
     hist2d = traitlets.Any(None).tag(sync=True, **array_serialization)
     hist2d_range = traitlets.List(traitlets.List(traitlets.Float())).tag(sync=True)
     hist2d_steps = traitlets.Int(0).tag(sync=True)
+    marked_step = traitlets.Int(-1).tag(sync=True)  # a step to mark in every chart (an explorer's checkpoint)
     notes = traitlets.Dict().tag(sync=True)  # estimator labels and skipped quantities, for the footer
     # the quantities of the run's configuration: instruments of the others take no space
     tracked = traitlets.List(traitlets.Unicode()).tag(sync=True)

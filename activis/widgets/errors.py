@@ -57,6 +57,15 @@ def check_store(view: str, store):
     return check_type(view, store, ActivationStore, "an ActivationStore (activis.open_store(path))")
 
 
+def check_same_instances(view: str, current, store):
+    """Another store of the same instances (a checkpoint of it: ``store.at(step)``), for a view's `set_store`."""
+    store = check_store(view, store)
+    if store.n_instances != current.n_instances:
+        raise ViewError(f"{view}.set_store needs a store of the same {current.n_instances:,} instances (a checkpoint: "
+                        f"store.at(step)), not one of {store.n_instances:,}.")
+    return store
+
+
 def check_layer(store, layer) -> str:
     """The store's name of ``layer`` (given by name or by the graph node it was captured at), or an
     error listing the captured layers."""

@@ -11,6 +11,7 @@ matrix row for a set of instances, a neuron's values) is computed here, in the k
 from __future__ import annotations
 
 import ipywidgets as widgets
+import traitlets
 
 from ..graph import UnknownLayerError
 from ..projection import METHODS
@@ -21,6 +22,7 @@ from .activation_matrix import ActivationMatrix
 from .colours import palette
 from .errors import ViewError, check_layer, check_store
 from .evaluation_panel import evaluation_panel_for
+from .explorer_timeline import ExplorerTimeline
 from .graph_view import GraphView
 from .instance_panel import InstancePanel
 from .misclassification_view import MisclassificationView
@@ -55,10 +57,17 @@ def store_layer_for(store, graph, name: str) -> str:
 
 
 class Explorer(widgets.VBox):
-    """One dashboard over a store; every view is also reachable alone (``explorer.matrix`` …)."""
+    """One dashboard over a store; every view is also reachable alone (``explorer.matrix`` …).
+
+    Over a store with checkpoints (or with ``run=``, a run record or its folder) it adds a timeline row:
+    ``checkpoint`` is the step shown, and `explorer_timeline.ExplorerTimeline` links the rest.
+    """
+
+    checkpoint = traitlets.Int(0).tag(sync=True)
 
     def __init__(self, store, *, layer: str | None = None, subsets: Subsets | None = None, graph=None,
-                 method: str = "umap", max_instances: int = 1000, projection_params: dict | None = None):
+                 method: str = "umap", max_instances: int = 1000, projection_params: dict | None = None,
+                 run=None):
         check_store("Explorer", store)
         if not store.layers:
             raise ViewError(f"Store {store.path} holds no layers to explore.")
@@ -95,6 +104,38 @@ class Explorer(widgets.VBox):
         self.selection.on_reset(self.reset)
         super().__init__(children=self._layout(), layout=widgets.Layout(width="100%"))
         self.add_class("activis-explorer")
+        self.timeline = None
+        if run is not None or len(store.checkpoints) > 1:
+            self._add_timeline(run, projection_params)
+
+    def _add_timeline(self, run, projection_params: dict | None) -> None:
+        """The checkpoint row (timeline, data map, CKA, cockpit) and its links, after the other views."""
+        self.set_trait("checkpoint", self.store.checkpoints[-1])
+        self.timeline = ExplorerTimeline(self, run, aligned_params=projection_params)
+        self.children = (*self.children, self.timeline.box)
+
+    @property
+    def cockpit(self):
+        """The CockpitPanel over the run's step log (None without a run with one)."""
+        return None if self.timeline is None else self.timeline.cockpit
+
+    @property
+    def data_map(self):
+        """The data-map view of the store's checkpoints (None with fewer than two)."""
+        return None if self.timeline is None else self.timeline.data_map
+
+    @property
+    def cka(self):
+        """The layers x checkpoints CKA heatmap (None with fewer than two checkpoints)."""
+        return None if self.timeline is None else self.timeline.cka
+
+    @traitlets.validate("checkpoint")
+    def _valid_checkpoint(self, proposal):
+        steps = self.store.checkpoints
+        if proposal["value"] not in steps:
+            raise ViewError(f"checkpoint={proposal['value']!r} is not a checkpoint of {self.store.path}; "
+                            f"checkpoints: {', '.join(map(str, steps))}.")
+        return proposal["value"]
 
     def _layout(self) -> list:
         """The four main views on one screen (a notebook column at 1400 x 900): the graph, then the

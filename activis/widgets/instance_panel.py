@@ -11,7 +11,7 @@ from ..analysis import as_indices, sample_instances
 from ._arrays import array_serialization, array_to_json
 from ._base import View, bundle, class_count
 from .colours import palette
-from .errors import ViewError, check_index, check_layer, check_neuron, check_store
+from .errors import ViewError, check_index, check_layer, check_neuron, check_same_instances, check_store
 from .selection import Selection
 
 # the instances table's own columns; anything else is the user's metadata and goes in the hover card
@@ -178,6 +178,11 @@ class InstancePanel(View):
         for lo in range(0, len(acts), step):  # row blocks: a strided column read would touch every page anyway
             column[lo:lo + step] = acts[lo:lo + step, neuron]
         self.sort_by(column, label=f"{layer} · neuron {neuron}")
+
+    def set_store(self, store) -> None:
+        """Show the same instances as another store of them has them (a checkpoint: ``store.at(step)``)."""
+        self._store = check_same_instances("InstancePanel", self._store, store)
+        self._resample()
 
     def refresh(self) -> None:
         """Re-read the store (a capture may still be appending) and draw a fresh sample."""

@@ -14,7 +14,7 @@ from ..projection import ProjectionJob, Projector, instance_rows
 from . import colours
 from ._arrays import array_serialization
 from ._base import View, bundle, class_count, kernel_loop
-from .errors import ViewError, check_layer, check_neuron, check_store, unknown
+from .errors import ViewError, check_layer, check_neuron, check_same_instances, check_store, unknown
 from .selection import Selection
 
 MISSING = 255  # colour code of instances without a value (unlabelled, NaN metadata)
@@ -189,6 +189,7 @@ class ProjectionView(View):
         self._job: ProjectionJob | None = None
         self._unsubscribe = None
         self._lock = threading.RLock()
+        self._external_layout = False
         rows = instance_rows(instances, store.n_instances)
         self._rows = rows
         layer = check_layer(store, store.layers[-1] if layer in (None, "") else layer)
@@ -234,6 +235,24 @@ class ProjectionView(View):
     def filter(self, indices) -> None:
         """Fade every instance outside ``indices``; None shows all."""
         self.filter_indices = self._checked(indices)
+
+    def set_store(self, store) -> None:
+        """Colour and describe the instances as another store of them has them (a checkpoint:
+        ``store.at(step)``); the positions stay until `show_layout` or a new projection replaces them."""
+        self._store = check_same_instances("ProjectionView", self._store, store)
+        self._recolor()
+
+    def show_layout(self, positions, method: str) -> None:
+        """Show these positions (one row per instance shown, e.g. an aligned layout of one checkpoint) in place of
+        the projector's, until the layer or the method changes."""
+        positions = np.asarray(positions, dtype=np.float32)
+        n = self._store.n_instances if self._rows is None else len(self._rows)
+        if positions.shape != (n, 2):
+            raise ViewError(f"A layout is one (x, y) per instance shown: shape ({n}, 2), not {positions.shape}.")
+        with self._lock, self.hold_sync():
+            self._external_layout = True  # the projector's job no longer writes the positions
+            self.positions = positions
+            self.shown_method = method
 
     def refresh(self) -> None:
         """Re-read a store that is still being captured and project its new instances."""
@@ -294,6 +313,7 @@ class ProjectionView(View):
             if self._unsubscribe:
                 self._unsubscribe()
             self._job = job
+            self._external_layout = False
             self.n_neurons = int(self._store.activations(self.layer).shape[1])
             self.error = ""
             self.shown_method = self.note = ""
@@ -315,6 +335,9 @@ class ProjectionView(View):
             if job is not self._job:
                 return
             with self.hold_sync():
+                self.status, self.stage, self.progress = job.status, job.stage, float(job.progress)
+                if self._external_layout:
+                    return
                 if job.status == "done" and self.shown_method != job.method:
                     self.positions = job.positions
                     self.shown_method = job.method
@@ -322,7 +345,6 @@ class ProjectionView(View):
                 elif job.preview is not None and not self.shown_method:
                     self.positions = job.preview
                     self.shown_method = "pca"
-                self.status, self.stage, self.progress = job.status, job.stage, float(job.progress)
                 if job.status == "failed":
                     self.error = f"{job.method.upper()} failed: {job.error}"
 

@@ -1,0 +1,224 @@
+"""An explorer over a run: the timeline of checkpoints, the cockpit, the data map and the CKA heatmap, linked.
+
+`ExplorerTimeline` is the wiring, kept apart from the explorer's own: the explorer's ``checkpoint``
+moves the matrix, the projection (to the checkpoint's aligned layout) and the instance panel to
+``store.at(step)``, and marks the step in the cockpit and the CKA heatmap; a step range brushed in the
+cockpit, a click on the timeline or a CKA cell moves the checkpoint back. The data map's box brush is
+the shared Selection's brush (source ``"data_map"``), so every view follows it as it follows a lasso.
+
+The aligned layouts (`activis.aligned_projection`, all checkpoints of one layer) are computed in a
+thread; until they are ready the projection shows its own layout of the latest checkpoint.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Mapping
+
+import ipywidgets as widgets
+import numpy as np
+import pandas as pd
+
+from ..dynamics import DynamicsError, aligned_projection, cka_matrix, data_map_of, prediction_changed
+from ..run import Run, open_run
+from ._base import kernel_loop
+from .cka_view import CKAView
+from .cockpit_panel import CockpitPanel
+from .data_map_view import SOURCE as DATA_MAP
+from .data_map_view import DataMapView
+from .errors import ViewError
+from .selection import as_indices
+from .timeline_view import TimelineView
+
+ALIGNED_PARAMS = ("random_state", "n_neighbors", "min_dist", "n_epochs")
+
+
+def as_run(run) -> Run:
+    """A `Run`, or the run folder at a path."""
+    if isinstance(run, str | os.PathLike):
+        return open_run(run)
+    if not isinstance(run, Run):
+        raise ViewError(f"run= is an activis Run (activis.open_run(path)) or its folder, not {type(run).__name__}.")
+    return run
+
+
+class ExplorerTimeline:
+    """The checkpoint views of one explorer and their links; ``box`` is the row the explorer shows."""
+
+    def __init__(self, explorer, run=None, *, aligned_params: dict | None = None):
+        self.explorer = explorer
+        store = explorer.store
+        self.steps = list(store.checkpoints)
+        self._stores = {self.steps[-1]: store}  # the store itself reads its latest checkpoint
+        self._stores_lock = threading.Lock()  # the layouts' thread reads checkpoints too: one store per step
+        self._aligned_params = {k: v for k, v in (aligned_params or {}).items() if k in ALIGNED_PARAMS}
+        self._layouts: dict[str, list] = {}
+        self._ready: dict[str, threading.Event] = {}
+        self.errors: dict[str, str] = {}
+        self.view = TimelineView(self.steps)
+        self.run = None if run is None else as_run(run)
+        self.cockpit = None
+        if self.run is not None and self.run.log is not None:
+            self.cockpit = CockpitPanel(self.run.log, height=560, marked_step=self.steps[-1])
+        self.data_map = self.cka = None
+        if len(self.steps) > 1:
+            try:
+                self.data_map = DataMapView(data_map_of(store), subsets=explorer.subsets, height=360)
+                self.data_map.shared_selection = explorer.selection
+            except DynamicsError as exc:  # no labels, or outputs that are not class scores
+                self.errors["data_map"] = str(exc)
+            self.cka = CKAView(cka_matrix(store), marked_step=self.steps[-1], marked_layer=explorer.selection.layer)
+        self._wire()
+        self._request_layouts(explorer.selection.layer)
+        row = widgets.Layout(width="100%")
+        side = [v for v in (self.data_map, self.cka) if v is not None]
+        for view, width in zip(side, ("60%", "40%") if len(side) == 2 else ("100%",)):
+            view.layout = widgets.Layout(width=width, min_width="0")
+        children = [self.view]
+        if side:
+            children.append(widgets.HBox(side, layout=row))
+        if self.cockpit is not None:
+            children.append(self.cockpit)
+        self.box = widgets.VBox(children, layout=row)
+        self.box.add_class("activis-timeline-row")
+
+    def store_at(self, step: int):
+        """The store as it was at checkpoint ``step`` (read once, then kept)."""
+        with self._stores_lock:
+            if step not in self._stores:
+                self._stores[step] = self.explorer.store.at(step)
+            return self._stores[step]
+
+    # ------------------------------------------------------------------ links
+    def _wire(self) -> None:
+        ex = self.explorer
+        ex.observe(self._on_checkpoint, "checkpoint")
+        self.view.observe(lambda c: setattr(ex, "checkpoint", c["new"]), "step")
+        self.view.on_msg(self._on_timeline_message)
+        ex.selection.observe(self._on_layer, "layer")
+        if self.cockpit is not None:
+            self.cockpit.observe(self._on_step_range, "step_range")
+        if self.data_map is not None:
+            self.data_map.observe(self._on_data_map_brush, "brushed")
+        if self.cka is not None:
+            self.cka.observe(self._on_cka_pick, "picked")
+
+    def _on_checkpoint(self, change) -> None:
+        ex, step = self.explorer, change["new"]
+        at = self.store_at(step)
+        ex.subsets.store = at  # subsets over predictions hold the instances they hold at this step
+        ex.matrix.set_store(at)
+        ex.instances.set_store(at)
+        ex.projection.set_store(at)
+        if ex.subset_panel.active:
+            ex.selection.subset_indices = as_indices(ex.subsets.indices(ex.subset_panel.active))
+        self._show_layout()
+        self.view.step = step
+        if self.cockpit is not None:
+            self.cockpit.marked_step = step
+        if self.cka is not None:
+            self.cka.marked_step = step
+
+    def _on_step_range(self, change) -> None:
+        """A step range brushed in the cockpit shows the last checkpoint in it (none in it: no move)."""
+        if len(change["new"]) != 2:
+            return
+        first, last = change["new"]
+        inside = [s for s in self.steps if first <= s <= last]
+        if inside:
+            self.explorer.checkpoint = inside[-1]
+
+    def _on_data_map_brush(self, change) -> None:
+        brushed = change["new"]
+        self.explorer.selection.set_brush(brushed if brushed is not None and len(brushed) else None, DATA_MAP)
+
+    def _on_cka_pick(self, change) -> None:
+        picked = change["new"]
+        if picked:
+            self.explorer.selection.layer = picked["layer"]
+            self.explorer.checkpoint = picked["step"]
+
+    def _on_layer(self, change) -> None:
+        if self.cka is not None:
+            self.cka.marked_layer = change["new"]
+        self._request_layouts(change["new"])
+
+    def add_flipped(self, a: int | None = None, b: int | None = None) -> str:
+        """Add the subset of instances whose prediction changed between checkpoints ``a`` (default: the
+        first) and ``b`` (default: the one shown), and pick it (highlighted in every view); its name."""
+        a = self.steps[0] if a is None else a
+        b = self.explorer.checkpoint if b is None else b
+        try:
+            subset = prediction_changed(self.explorer.store, a, b)
+        except DynamicsError as exc:
+            raise ViewError(str(exc)) from None
+        self.explorer.subsets.add(subset.name, subset)
+        self.explorer.subset_panel.active = subset.name
+        return subset.name
+
+    def _on_timeline_message(self, _widget, content, _buffers) -> None:
+        if isinstance(content, dict) and content.get("flipped"):
+            self.add_flipped()
+
+    def show_finding(self, finding) -> int:
+        """Move to the checkpoint nearest a doctor finding's step, with its layer selected when it was
+        captured (a `Finding`, or a row or dict of ``run.findings``); returns the checkpoint shown."""
+        from .explorer import LayerNotCaptured, store_layer_for  # the explorer module imports this one
+
+        get = finding.get if isinstance(finding, Mapping | pd.Series) else lambda key: getattr(finding, key, None)
+        step = get("step")
+        if isinstance(step, bool) or not isinstance(step, int | float | np.integer | np.floating) or step != step:
+            raise ViewError(f"show_finding needs a finding made while training (with a step), not step={step!r}.")
+        nearest = min(self.steps, key=lambda s: (abs(s - step), s))
+        ex = self.explorer
+        for name in (get("node"), get("where")):
+            if isinstance(name, str) and name:
+                try:
+                    ex.selection.layer = store_layer_for(ex.store, ex.graph, name)
+                    break
+                except LayerNotCaptured:
+                    continue
+        ex.checkpoint = nearest
+        return nearest
+
+    # ------------------------------------------------------------------ aligned layouts
+    def _request_layouts(self, layer: str) -> None:
+        if layer in self._layouts:
+            self._show_layout()
+            return
+        if layer in self._ready or len(self.steps) < 2:
+            return
+        self._ready[layer] = threading.Event()
+        threading.Thread(target=self._compute_layouts, args=(layer,), daemon=True,
+                         name=f"activis-aligned-{layer}").start()
+
+    def _compute_layouts(self, layer: str) -> None:
+        try:
+            frames = [self.store_at(step).activations(layer) for step in self.steps]
+            self._layouts[layer] = aligned_projection(frames, **self._aligned_params)
+        except (DynamicsError, MemoryError, ValueError) as exc:  # the projector's own layout stays
+            self.errors[f"aligned {layer}"] = str(exc)
+        finally:
+            self._ready[layer].set()
+        loop = kernel_loop()
+        if loop is not None:
+            loop.add_callback(self._show_layout)  # comm messages go out from the kernel's thread
+        else:
+            self._show_layout()
+
+    def wait_for_layouts(self, layer: str | None = None, timeout: float | None = None) -> bool:
+        """Block until the aligned layouts of ``layer`` (default: the selected one) are computed."""
+        event = self._ready.get(layer or self.explorer.selection.layer)
+        return event is None or event.wait(timeout)
+
+    def layout(self, step: int, layer: str | None = None):
+        """The aligned (instances, 2) layout of ``layer`` at checkpoint ``step``; None while it is computed."""
+        layouts = self._layouts.get(layer or self.explorer.selection.layer)
+        return None if layouts is None else layouts[self.steps.index(step)]
+
+    def _show_layout(self) -> None:
+        ex = self.explorer
+        positions = self.layout(ex.checkpoint)
+        if positions is not None and ex.projection.layer == ex.selection.layer:
+            ex.projection.show_layout(positions, f"aligned · step {ex.checkpoint}")

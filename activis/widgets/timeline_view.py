@@ -1,0 +1,45 @@
+"""TimelineView: a checkpoint slider with play/pause, one mark per checkpoint step.
+
+It holds only the steps and the one shown (``step``); the explorer moves every view when ``step``
+changes. Play advances through the checkpoints in the browser, one every ``interval`` ms, and stops
+at the last.
+"""
+
+from __future__ import annotations
+
+import traitlets
+
+from ._base import View, bundle
+from .errors import ViewError
+
+
+class TimelineView(View):
+    """``TimelineView([0, 7, 14])``: ``step`` is the checkpoint shown (one of ``steps``)."""
+
+    _esm = bundle("timeline_view")
+    height = traitlets.Int(64).tag(sync=True)
+
+    steps = traitlets.List(traitlets.Int()).tag(sync=True)
+    step = traitlets.Int(0).tag(sync=True)
+    playing = traitlets.Bool(False).tag(sync=True)
+    interval = traitlets.Int(800).tag(sync=True)  # ms per checkpoint while playing
+
+    def __init__(self, steps, *, step: int | None = None, **kwargs):
+        steps = sorted({int(s) for s in steps})
+        if not steps:
+            raise ViewError("A timeline needs at least one checkpoint step.")
+        super().__init__(steps=steps, step=steps[-1] if step is None else step, **kwargs)
+
+    @traitlets.validate("step")
+    def _valid_step(self, proposal):
+        step = proposal["value"]
+        if step not in self.steps:
+            raise ViewError(f"step={step!r} is not a checkpoint; checkpoints: {', '.join(map(str, self.steps))}.")
+        return step
+
+    @traitlets.validate("interval")
+    def _valid_interval(self, proposal):
+        if proposal["value"] < 50:
+            raise ViewError(f"interval is the milliseconds per checkpoint while playing, at least 50, not "
+                            f"{proposal['value']}.")
+        return proposal["value"]
