@@ -3,7 +3,9 @@
 // from the embedded state, the notebook's layout drawn again, and an Explorer's links coordinated here
 // (js/export/explorer.js) since there is no kernel. No request leaves the page.
 import activation_matrix from "./activation_matrix.js";
+import cka_view from "./cka_view.js";
 import cockpit_panel from "./cockpit_panel.js";
+import data_map_view from "./data_map_view.js";
 import doctor_report from "./doctor_report.js";
 import evaluation_panel from "./evaluation_panel.js";
 import graph_view from "./graph_view.js";
@@ -14,13 +16,15 @@ import runs_panel from "./runs_panel.js";
 import selection from "./selection.js";
 import slice_suggestions from "./slice_suggestions.js";
 import subset_panel from "./subset_panel.js";
+import timeline_view from "./timeline_view.js";
 import { coordinateExplorer } from "./export/explorer.js";
 import { readBuffers, StaticManager, StaticModel, withBuffers } from "./export/runtime.js";
 
 /** @type {Record<string, {render: Function}>} */
 const MODULES = {
-  activation_matrix, cockpit_panel, doctor_report, evaluation_panel, graph_view, instance_panel,
-  misclassification_view, projection_view, runs_panel, selection, slice_suggestions, subset_panel,
+  activation_matrix, cka_view, cockpit_panel, data_map_view, doctor_report, evaluation_panel, graph_view,
+  instance_panel, misclassification_view, projection_view, runs_panel, selection, slice_suggestions, subset_panel,
+  timeline_view,
 };
 
 function h(/** @type {string} */ tag, /** @type {string} */ className, /** @type {string} */ text = "") {
