@@ -14,14 +14,16 @@ class Check:
 
     id = ""
     title = ""
+    cause = ""  # what is wrong when this check fires (`activis.doctor.diagnosis.CAUSES`)
 
     def run(self, ctx) -> list[Finding]:
         raise NotImplementedError
 
     def finding(self, severity: str, message: str, change: str, *, evidence=None, place: str = "model",
-                where: str = "", node: str | None = None) -> Finding:
+                where: str = "", node: str | None = None, cause: str = "") -> Finding:
         return Finding(check=self.id, severity=severity, title=self.title, message=message,
-                       evidence=dict(evidence or {}), place=place, where=where, node=node, change=change)
+                       evidence=dict(evidence or {}), place=place, where=where, node=node, change=change,
+                       cause=cause or self.cause)
 
 
 def kind_of(node) -> str:

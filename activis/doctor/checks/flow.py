@@ -17,6 +17,7 @@ class InputDependence(Check):
     """Two different samples must give two different outputs; where they become equal, information is lost."""
 
     id, title = "input_dependence", "Output does not depend on the input"
+    cause = "information_lost"
 
     def run(self, ctx):
         x, batch = ctx.x, len(ctx.x)
@@ -57,6 +58,7 @@ class GradientCoverage(Check):
     """After one backward pass every trainable parameter has a gradient, and not an all-zero one."""
 
     id, title = "gradient_coverage", "Parameters without gradient"
+    cause = "gradient_cut"
 
     def run(self, ctx):
         loss, grads = ctx.one_backward()
@@ -120,6 +122,7 @@ class Randomness(Check):
     """In eval mode the same input gives the same output; in training mode, the same under a fixed seed."""
 
     id, title = "randomness", "Randomness left on"
+    cause = "randomness"
 
     def run(self, ctx):
         findings = []

@@ -16,6 +16,7 @@ class OverfitBatch(Check):
     Samples whose input also appears with another label are left out: they set a floor above zero."""
 
     id, title = "overfit_batch", "Cannot overfit one small batch"
+    cause = "capacity"
     target = 0.05  # of the first loss
 
     def run(self, ctx):
@@ -53,6 +54,7 @@ class LabelCoupling(Check):
     copy trained on shuffled labels does, and better than the base rate."""
 
     id, title = "label_coupling", "Labels decoupled from inputs"
+    cause = "labels_decoupled"
     steps = 150
 
     def run(self, ctx):
@@ -97,9 +99,9 @@ def _best(curve: list[float]) -> float:
 
 
 def _out(model, x):
-    from ..context import _first_tensor
+    from ..context import first_tensor
 
-    return _first_tensor(model(x))
+    return first_tensor(model(x))
 
 
 def _base_rate_loss(ctx, out: torch.Tensor, yt: torch.Tensor, yh: torch.Tensor) -> float | None:

@@ -21,6 +21,7 @@ class NonFinite(Check):
     """No NaN or Inf in inputs, labels, node outputs, the loss or the gradients; where one appears first."""
 
     id, title = "non_finite", "NaN or Inf"
+    cause = "numerical"
     _change = ("Lower the learning rate, clip gradients, and keep exp/log/sqrt/division away from overflow and "
                "zero (clamp the argument, add an epsilon, use the stable torch forms).")
 
@@ -75,6 +76,7 @@ class UnstableMath(Check):
     """exp and log applied to values that can overflow or reach zero."""
 
     id, title = "unstable_math", "exp/log of unbounded values"
+    cause = "numerical"
 
     def run(self, ctx):
         values = ctx.record(ctx.x)
@@ -118,6 +120,7 @@ class InitScale(Check):
     """Activations and gradients keep their scale from layer to layer at initialisation."""
 
     id, title = "init_scale", "Initialisation scale"
+    cause = "initialisation"
     layer_gain = 30.0  # one layer scaling by more than this (or less than its inverse)
     total_gain = 1e3  # the whole stack
 
@@ -177,6 +180,7 @@ class Saturation(Check):
     """Sigmoid and tanh inputs mostly in the flat tails (|z| > 5 for sigmoid, > 3 for tanh)."""
 
     id, title = "saturation", "Saturated activations"
+    cause = "saturation"
     tails = {"sigmoid": 5.0, "tanh": 3.0}
     fraction = 0.5
 
@@ -207,6 +211,7 @@ class DeadReLU(Check):
     on the digits (30 seeds), He initialisation fewer; a bias or weight scale gone wrong, most or all."""
 
     id, title = "dead_relu", "Dead ReLUs"
+    cause = "dead_units"
     fraction = 0.4
 
     def run(self, ctx):
