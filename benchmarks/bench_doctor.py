@@ -1,15 +1,24 @@
-"""The training doctor on planted bugs: recall, false alarms, checkup time, and the cost of watching a run.
+"""The training doctor on planted bugs and healthy recipes: recall, false alarms, first producers, latency, cost.
 
-    python benchmarks/bench_doctor.py [--seeds 1] [--first-seed 0] [--rounds 40] [--threads 1] [--skip-planted]
+    python benchmarks/bench_doctor.py [--seeds 1] [--first-seed 0] [--rounds 40] [--threads 1]
+                                      [--skip-checkup] [--skip-watched] [--heldout DIR]
 
-Set-ups: tests/doctor_cases.py, one planted bug each (MLP, CNN, GRU/LSTM on scikit-learn's bundled
-data or generated data; every before-training check has at least one), each with a healthy twin
-identical but for the bug, plus standard healthy recipes. A bug counts as found when the full
-checkup reports the case's check at the case's place (the node, module, parameter, or data /
-loader / loss / optimizer). A false alarm is an error or warning on a healthy set-up (notes are
-counted apart). Then the economy cockpit's step on bench_cockpit's MLP, with and without
-``doctor=True``, alternating so that a shared machine's load hits both alike (ratio of medians).
-Targets: recall >= 95 %, false alarms <= 5 %, checkup <= 30 s, watching <= 10 % on the economy step.
+Before training (tests/doctor_cases.py): one planted bug per set-up (MLP, CNN, GRU/LSTM on scikit-learn's
+bundled or generated data; every check has one), each with a healthy twin identical but for the bug,
+plus healthy recipes. A bug counts as found when the checkup names the case's check at the case's place;
+a set-up that cannot run counts through its SetupError's finding. During training (tests/doctor_runs.py):
+faults switched on mid-run (zero_grad or optimizer.step dropped, a learning-rate spike, a layer frozen,
+labels shuffled, clipping at 1e-5, log(0) in a forward, sqrt(0) in a backward, an epoch scheduler
+stepped per batch; and a learning rate far too high from the start) on an MLP, a CNN, a GRU and a
+transformer encoder at several onsets, against healthy recipes (warm-up from 0, cosine, one-cycle,
+StepLR per epoch, label smoothing, class weights, clipping at 1.0, gradient accumulation, frozen and
+zero-initialised layers, GPT-2-style init, batches of 8, a residual BatchNorm CNN, padded GRU text,
+small BERT and GPT-2 configs). A fault counts as found when a diagnosis names its cause with a finding
+at its place; latency is the diagnosis's step minus the onset; a false alarm is an error or warning on a
+healthy run. Then a small BERT's checkup time, and the economy cockpit's step with and without the
+doctor watching (alternating, ratio of medians). ``--heldout DIR`` runs someone else's cases (see
+`heldout`). Targets: recall >= 95 %, false alarms <= 1 in 40, first producer >= 90 %, median latency
+<= 10 steps, checkup <= 30 s, watching <= 10 %.
 """
 
 from __future__ import annotations
@@ -29,16 +38,21 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from bench_cockpit import CONFIGS, Runner, digits_28, mlp  # noqa: E402
 from doctor_cases import CASES, HEALTHY  # noqa: E402
+from doctor_runs import healthy_runs, planted_runs  # noqa: E402
 
-from activis.doctor import checkup  # noqa: E402
+import activis  # noqa: E402
+from activis.doctor import Report, SetupError, checkup  # noqa: E402
 
 BROKEN: list[tuple[str, str]] = []  # checks that could not run (an exception, not a reason to skip)
 
 
 def timed_checkup(setup: dict):
     start = time.perf_counter()
-    report = checkup(**setup)
-    BROKEN.extend((c, r) for c, r in report.skipped.items() if r.startswith("could not run"))
+    try:
+        report = checkup(**setup)
+    except SetupError as e:  # the set-up cannot run: the error's finding is the report
+        report = Report([e.finding], ran=["runs"])
+    BROKEN.extend(report.failed.items())
     return report, time.perf_counter() - start
 
 
@@ -90,20 +104,79 @@ def planted(seeds: int, first: int = 0) -> None:
         print(f"  false alarm: {name} (seed {seed}): {got}")
 
 
+def watched(seeds: int, first: int = 0) -> None:
+    """The watchers on real training loops: planted faults (half and more switched on mid-run) and healthy recipes."""
+    seeds_ = range(first, first + seeds)
+    found, missed, latencies, producers = 0, [], [], []
+    runs = planted_runs(seeds_)
+    for run in runs:
+        start = time.perf_counter()
+        report = run.run()
+        ok, step = run.found(report)
+        found += ok
+        if ok:
+            latencies.append(step - run.onset)
+        else:
+            missed.append((run.arch, run.name, [(d.cause, d.lead.where or d.lead.place, d.step)
+                                                 for d in report.diagnoses]))
+        if run.cause == "numerical":
+            producers.append(ok)
+        print(f"  {run.arch:3s} {run.name:42s} {'found' if ok else 'MISSED':6s} step {step} (onset {run.onset})"
+              f"  {time.perf_counter() - start:5.1f} s", flush=True)
+    alarms, healthy = [], healthy_runs(seeds_)
+    for run in healthy:
+        start = time.perf_counter()
+        report = run.run()
+        loud = [d for d in report.diagnoses if d.severity != "note"]
+        if loud or report.failed:
+            alarms.append((run.arch, run.name, [(d.cause, d.lead.where or d.lead.place, d.step) for d in loud],
+                           report.failed))
+        print(f"  healthy {run.arch[:24]:24s} {run.name[:40]:40s} {'ALARM' if loud else 'silent'}"
+              f"  {time.perf_counter() - start:5.1f} s", flush=True)
+    mid = sum(r.fault.mid_run for r in runs)
+    print(f"\nwatched runs: {len(runs)} planted faults ({mid} switched on mid-run), {len(healthy)} healthy recipes")
+    print(f"recall (right cause, right place): {found}/{len(runs)} = {found / len(runs):.1%}   (target >= 95 %)")
+    print(f"false alarms on healthy runs: {len(alarms)}/{len(healthy)}   (target <= 1 in 40)")
+    print(f"first producer of NaN/Inf named: {sum(producers)}/{len(producers)}   (target >= 90 %)")
+    if latencies:
+        print(f"latency (diagnosis step - onset): median {statistics.median(latencies):.0f}, "
+              f"max {max(latencies)} steps   (target median <= 10)")
+    for arch, name, got in missed:
+        print(f"  missed: {arch} {name}; diagnosed instead {got}")
+    for arch, name, got, failed in alarms:
+        print(f"  false alarm: {arch} {name}: {got} {failed or ''}")
+
+
+def transformer_checkup_time() -> None:
+    """The full checkup of a small BERT (transformers, from a config: no download) on token ids."""
+    import transformers
+
+    torch.manual_seed(0)
+    config = transformers.BertConfig(vocab_size=60, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                                     intermediate_size=64, max_position_embeddings=16, num_labels=3)
+    model = transformers.BertForSequenceClassification(config)
+    ids = torch.randint(0, 60, (400, 12))
+    setup = {"model": model, "data": (ids, ids[:, 0] % 3), "loss_fn": torch.nn.CrossEntropyLoss(),
+             "optimizer": torch.optim.AdamW(model.parameters(), lr=1e-3)}
+    report, seconds = timed_checkup(setup)
+    print(f"\ncheckup of a small BERT (2 layers, hidden 32, 400 samples of 12 tokens): {seconds:.1f} s   "
+          f"(target <= 30 s); {report.summary()}")
+
+
 def watching_cost(rounds: int, warmup: int = 5) -> None:
     data = digits_28(8)
     quantities, options = CONFIGS["economy"]
     plain = Runner(mlp, data, (quantities, options))
-    watched = Runner(mlp, data, (quantities, {**options, "doctor": True}))
-    doctor, spent = watched.cockpit.doctor, []
-    observe = doctor.observe
+    watched = Runner(mlp, data, (quantities, options))
+    doctor, spent = activis.watch(watched.cockpit), []
+    on_log = doctor._on_log
 
-    def timed_observe(step, values):  # the watchers' own time (the ReLU hooks run inside the forward pass)
+    def timed_on_log(log):  # the watchers' own time (the ReLU and gradient hooks run inside the passes)
         start = time.perf_counter()
-        observe(step, values)
+        on_log(log)
         spent.append(time.perf_counter() - start)
 
-    doctor.observe = timed_observe
+    watched.cockpit.log._listeners = [timed_on_log if c == on_log else c for c in watched.cockpit.log._listeners]
     for _ in range(warmup):
         plain.step(), watched.step()
     a, b = [], []
@@ -111,8 +184,8 @@ def watching_cost(rounds: int, warmup: int = 5) -> None:
         a.append(plain.step())
         b.append(watched.step())
     ratio = statistics.median(b) / statistics.median(a)
-    own = sum(spent[-2 * rounds:]) / rounds  # observe runs twice a step: the step's readings, the previous step's
-    print(f"\nwatching (doctor=True) on the economy cockpit, MLP 784-512-256-10, batch 128, {rounds} steps: "
+    own = sum(spent[-2 * rounds:]) / rounds  # the log notifies twice a step: the step, the previous step's rest
+    print(f"\nwatching (activis.watch) on the economy cockpit, MLP 784-512-256-10, batch 128, {rounds} steps: "
           f"economy step {1e3 * statistics.median(a):.1f} ms, with the doctor {1e3 * statistics.median(b):.1f} ms: "
           f"{ratio - 1:+.1%}   (target <= 10 %); the watchers' own time {1e6 * own:.0f} us per step = "
           f"{own / statistics.median(a):.1%} of the economy step")
@@ -126,12 +199,20 @@ def main():
     parser.add_argument("--first-seed", type=int, default=0, help="run seeds first-seed .. first-seed + seeds - 1")
     parser.add_argument("--rounds", type=int, default=40)
     parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--skip-planted", action="store_true")
+    parser.add_argument("--skip-checkup", action="store_true", help="skip the before-training set-ups")
+    parser.add_argument("--skip-watched", action="store_true", help="skip the watched training runs")
+    parser.add_argument("--heldout", help="a folder of held-out cases (python files with a CASES list)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     warnings.simplefilter("ignore")
-    if not args.skip_planted:
+    if args.heldout:
+        heldout(args.heldout)
+        return
+    if not args.skip_checkup:
         planted(args.seeds, args.first_seed)
+    if not args.skip_watched:
+        watched(args.seeds, args.first_seed)
+    transformer_checkup_time()
     watching_cost(args.rounds)
 
 

@@ -26,10 +26,6 @@ CAUSES = {
     "output_activation": "Output activation applied twice",
     "numerical": "A NaN/Inf is produced",
     "optimizer_setup": "The optimizer is not set up for this model",
-    "learning_rate_too_high": "Learning rate too high",
-    "learning_rate_too_low": "Learning rate too low",
-    "weight_decay": "Weight decay far too large",
-    "momentum": "Momentum out of range",
     "lr_spike": "Learning-rate spike",
     "scheduler_per_batch": "Scheduler stepped every batch",
     "missing_zero_grad": "Gradients are never zeroed",
@@ -37,6 +33,10 @@ CAUSES = {
     "clipping": "Gradient clipping swallows the updates",
     "frozen_layer": "A layer stopped training mid-run",
     "labels_corrupted": "Labels corrupted during training",
+    "learning_rate_too_high": "Learning rate too high",
+    "learning_rate_too_low": "Learning rate too low",
+    "weight_decay": "Weight decay far too large",
+    "momentum": "Momentum out of range",
     "input_scale": "Unscaled inputs",
     "target_scale": "Unscaled regression targets",
     "leakage": "A feature leaks the label",
@@ -63,24 +63,29 @@ STRUCTURAL = {"information_lost", "data_model_mismatch", "labels_for_loss", "los
               "missing_optimizer_step", "learning_rate_too_low", "learning_rate_too_high", "clipping",
               "weight_decay", "momentum", "scheduler_per_batch"}
 _LEARNING = {"capacity", "labels_decoupled"}
-_LR_SYMPTOMS = {"learning_rate_too_high", "learning_rate_too_low", "numerical", "vanishing_gradients"}
+_LR_SYMPTOMS = {"learning_rate_too_high", "learning_rate_too_low", "numerical", "vanishing_gradients", "dead_units"}
+# causes that are what a specific fault looks like from far away: a specific cause found within a few steps wins
+_GENERIC = {"learning_rate_too_high", "learning_rate_too_low", "dead_units", "vanishing_gradients", "capacity",
+            "labels_decoupled"}
 EXPLAINS = {
     **{c: set(_LEARNING) for c in STRUCTURAL},
-    "learning_rate_too_high": _LEARNING | {"learning_rate_too_low", "vanishing_gradients"},
+    "learning_rate_too_high": _LEARNING | {"learning_rate_too_low", "vanishing_gradients", "numerical",
+                                           "labels_corrupted", "dead_units"},
     "lr_spike": _LEARNING | _LR_SYMPTOMS | {"labels_corrupted"},
     "scheduler_per_batch": _LEARNING | {"learning_rate_too_low"},
-    "missing_zero_grad": _LEARNING | _LR_SYMPTOMS,
+    "missing_zero_grad": _LEARNING | _LR_SYMPTOMS | {"labels_corrupted"},
     "missing_optimizer_step": _LEARNING | {"learning_rate_too_low", "frozen_layer"},
     "clipping": _LEARNING | {"learning_rate_too_low"},
-    "labels_corrupted": _LEARNING | {"learning_rate_too_high"},
+    "labels_corrupted": _LEARNING | {"learning_rate_too_high", "learning_rate_too_low", "dead_units"},
     "frozen_layer": _LEARNING | {"learning_rate_too_low"},
     "weight_decay": _LEARNING | {"learning_rate_too_low"},
     "input_scale": _LEARNING | {"initialisation", "saturation", "dead_units"},
-    "numerical": _LEARNING | {"learning_rate_too_high", "vanishing_gradients", "loss_function"},
+    "numerical": _LEARNING | {"learning_rate_too_high", "vanishing_gradients", "loss_function", "dead_units"},
     "loss_function": _LEARNING | {"learning_rate_too_high", "numerical"},
     "labels_for_loss": _LEARNING | {"loss_function", "numerical"},
 }
 _MID_RUN = {"lr_spike", "labels_corrupted", "frozen_layer", "scheduler_per_batch", "clipping"}
+_SLACK = 20  # steps a symptom may be dated before its cause (windowed watchers date a window's start)
 _RANK = {c: i for i, c in enumerate(CAUSES)}
 _SEVERITY = {s: i for i, s in enumerate(SEVERITIES)}
 
@@ -118,7 +123,9 @@ class Diagnosis:
 
 
 def _key(f: Finding):
-    return (_SEVERITY[f.severity], f.step if f.step is not None else -1, _RANK.get(f.cause, len(_RANK)))
+    """The lead of a diagnosis: the most severe, earliest finding, one that names a node before one that does not."""
+    return (_SEVERITY[f.severity], f.step if f.step is not None else -1, f.node is None,
+            _RANK.get(f.cause, len(_RANK)))
 
 
 def diagnose(findings: list[Finding]) -> list[Diagnosis]:
@@ -128,7 +135,8 @@ def diagnose(findings: list[Finding]) -> list[Diagnosis]:
         by_cause.setdefault(f.cause, []).append(f)
     serious = {c for c, fs in by_cause.items() if any(f.severity != "note" for f in fs)}
     absorbed: dict[str, str] = {}
-    for cause in sorted(serious, key=lambda c: _RANK.get(c, len(_RANK))):
+    for cause in sorted(serious, key=lambda c: (_first_step(by_cause[c]) + (3 if c in _GENERIC else 0),
+                                                 _RANK.get(c, len(_RANK)))):
         if cause in absorbed:
             continue
         for other in EXPLAINS.get(cause, ()):
@@ -143,10 +151,15 @@ def diagnose(findings: list[Finding]) -> list[Diagnosis]:
                                                       d.step if d.step is not None else -1))
 
 
+def _first_step(findings: list[Finding]) -> int:
+    """When a cause showed first (-1 before training): the earlier cause explains the later ones."""
+    return min((f.step for f in findings if f.step is not None), default=-1)
+
+
 def _timely(by_cause, cause: str, other: str) -> bool:
     """A cause found during training explains only symptoms that began with or after it (a spike at step 80
     does not explain a plateau from step 10)."""
     first = min((f.step for f in by_cause[cause] if f.step is not None), default=None)
     if first is None or cause not in _MID_RUN:
         return True
-    return all(f.step is None or f.step >= first - 5 for f in by_cause[other])
+    return all(f.step is None or f.step >= first - _SLACK for f in by_cause[other])

@@ -95,7 +95,7 @@ class TrainingDoctor:
     def lr(self, values: dict) -> float | None:
         """This step's learning rate: the log's ``lr``, else the optimizer's first group's."""
         lr = values.get("lr")
-        if lr is None and self.optimizer is not None and self.optimizer.param_groups:
+        if lr is None and "Loss" in values and self.optimizer is not None and self.optimizer.param_groups:
             lr = self.optimizer.param_groups[0].get("lr")
         return float(lr) if isinstance(lr, int | float | torch.Tensor) else None
 

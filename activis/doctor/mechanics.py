@@ -261,11 +261,11 @@ class LabelShift(Watcher):
         old = [v for _, v in list(self.losses)[: self.before]]
         new = [v for _, v in list(self.losses)[self.before:]]
         start = statistics.median(self.first)
-        level, noise = statistics.median(old), statistics.median(abs(v - statistics.median(old)) for v in old)
-        learned = level < 0.6 * start
+        level = statistics.median(old[-8:])  # where the loss was just before (it was still falling)
+        noise = statistics.median(abs(b - a) for a, b in zip(old, old[1:]))
+        learned = level < 0.8 * start
         jumped = min(new) > level + max(6 * noise, 0.25 * (start - level))
-        bounded = max(new) < 2 * start
-        if learned and jumped and bounded and not self.doctor.warming:
+        if learned and jumped and not self.doctor.warming:
             self.done = True
             onset = list(self.losses)[self.before][0]
             return [self.finding(

@@ -100,11 +100,15 @@ class NonFiniteSource(Watcher):
     def __init__(self, doctor):
         super().__init__(doctor)
         self.done = False
+        self.losses: list[float] = []  # the finite losses so far: a loss that grew a hundredfold first means the
+        # NaN is the end of a divergence (the learning rate), not a bad operation
 
     def observe(self, step, values):
         if self.done:
             return []
         loss, norms = values.get("Loss"), values.get("GradNorm")
+        if finite(loss):
+            self.losses.append(loss)
         bad_grad = isinstance(norms, list) and not all(finite(float(n)) for n in norms)
         if finite(loss) and not bad_grad:
             return []
@@ -122,6 +126,14 @@ class NonFiniteSource(Watcher):
             else:
                 where, how = self._trace(args, kwargs)
         what = f"the loss became {loss}" if not finite(loss) else "the gradient became NaN/Inf"
+        first = self.losses[:3]
+        if len(first) == 3 and max(self.losses[-5:]) > 100 * max(min(first), 1e-12) and where is not None:
+            return [self.finding(
+                "error", f"At step {step} {what} after the loss had grown {max(self.losses[-5:]) / min(first):.3g}x: "
+                f"the steps are too large, and {where!r} overflowed first {how}.",
+                "Lower the learning rate (by 10x or more), add warm-up and gradient clipping.", step,
+                evidence={"loss_growth": max(self.losses[-5:]) / min(first)}, place="optimizer", where=where,
+                node=where, cause="learning_rate_too_high")]
         if where is None:
             return [self.finding(
                 "error", f"At step {step} {what}; every module's output and gradient is finite on this batch, "

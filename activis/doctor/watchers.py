@@ -111,11 +111,11 @@ class Plateau(Watcher):
             return []
         losses = [v for _, v in self.history]
         old, now = statistics.median(losses[: self.window]), statistics.median(losses[-self.window:])
-        if now >= 0.98 * old and now > 0.8 * self.start:
+        if 0.98 * old <= now <= 1.1 * old and now > 0.8 * self.start:  # flat, not rising (a rise has other causes)
             return [self.finding("warning", f"Over {self.span} steps the median loss went from {old:.4g} to {now:.4g}, "
                                  f"still {now / self.start:.0%} of where it started.",
                                  "Raise the learning rate, check that gradients reach every layer (activis.checkup), "
-                                 "or change the optimizer.", self.history[0][0],
+                                 "or change the optimizer.", self.history[self.window][0],
                                  evidence={"median_loss_before": old, "median_loss": now, "start_loss": self.start},
                                  place="optimizer")]
         return []
@@ -247,33 +247,48 @@ class VanishingGradients(Watcher):
 
 class UpdateBlindSpots(Watcher):
     """Parameters whose relative update ||dtheta|| / ||theta|| stays below 1e-5 (DeepInsight's blind spots), or
-    above 0.1, over 20 tracked steps."""
+    above 0.1, over 20 tracked steps; or one of the first updates above half the layer's size (a step that
+    large throws the layer away: its ReLUs die and it then stalls, which must not read as "too low")."""
 
     id, title, cause = "update_size", "Weight-change blind spots", "learning_rate_too_low"
     window, low, high = 20, 1e-5, 0.1
     settle = 50  # steps before "too large" is judged: a zero-initialised layer's first updates are all it is
+    blowup = 0.5
 
     def __init__(self, doctor):
         super().__init__(doctor)
         self.ratios: dict[str, deque] = {}
         self.calls, self.norms = 0, []
+        norms = torch._foreach_norm([p.detach() for _, p in doctor.params])
+        self.initial = doctor.layer_norms([float(n) for n in norms])  # a zero-initialised layer has no size to lose
 
     def observe(self, step, values):
         updates = values.get("UpdateSize")
-        if not isinstance(updates, list) or self.doctor.warming:
-            return []
+        if not isinstance(updates, list) or self.doctor.warming or not any(u for u in updates if finite(u)):
+            return []  # no step at all here (gradient accumulation): MissingStep's business
         if self.calls % 10 == 0:  # ||theta|| moves slowly: one pass over the parameters every 10 steps
             self.norms = [float(n) for n in torch._foreach_norm([p.detach() for _, p in self.doctor.params])]
         self.calls += 1
         norms = self.norms
-        per_layer: dict[str, list[float]] = {}
-        for name, u, n in zip(self.doctor.names, updates, norms):
-            if n > 1e-8 and math.isfinite(u):
-                per_layer.setdefault(self.doctor.layer(name), []).append(u / n)
+        per_layer: dict[str, list[float]] = {}  # the layer's ||dtheta||^2 and ||theta||^2: a zero-initialised
+        for name, u, n in zip(self.doctor.names, updates, norms):  # bias does not speak for its weight
+            if math.isfinite(u):
+                sums = per_layer.setdefault(self.doctor.layer(name), [0.0, 0.0])
+                sums[0] += u * u
+                sums[1] += n * n
         found = []
-        for layer, ratios in per_layer.items():
+        for layer, (moved, size) in per_layer.items():
+            if size <= 1e-16:
+                continue
             history = self.ratios.setdefault(layer, deque(maxlen=self.window))
-            history.append(max(ratios))
+            history.append(math.sqrt(moved / size))
+            if self.calls <= 10 and history[-1] > self.blowup and self.initial.get(layer, 0) > 1e-6:
+                found.append(self.finding(
+                    "error", f"At step {step} one update changed {layer}'s weights by {history[-1]:.2g} of their "
+                    "size: the learning rate is far too high (layers thrown this far stop learning).",
+                    "Lower the learning rate by 10x or more, add warm-up.", step,
+                    evidence={"relative_update": history[-1]}, place="optimizer", where=layer, node=layer,
+                    cause="learning_rate_too_high"))
             if len(history) < self.window:
                 continue
             median = statistics.median(history)
@@ -373,3 +388,8 @@ class DyingReLUs(Watcher):
             h.remove()
 
 
+
+
+# the watchers that read only the step log's readings (the others also watch the loop: `activis.doctor.live`)
+READINGS = [LossNotFinite, Divergence, Plateau, Oscillation, AccuracyFlat, ExplodingGradients, VanishingGradients,
+            UpdateBlindSpots, StepSize, DyingReLUs]
