@@ -247,7 +247,7 @@ class PlantedRun:
         return False, None
 
 
-def planted_runs(seeds=(0,), onsets=(40, 70, 100)) -> list[PlantedRun]:
+def planted_runs(seeds=(0,), onsets=(30, 50, 70, 100)) -> list[PlantedRun]:
     runs = []
     for seed in seeds:
         for f in FAULTS:

@@ -84,6 +84,9 @@ EXPLAINS = {
     "loss_function": _LEARNING | {"learning_rate_too_high", "numerical"},
     "labels_for_loss": _LEARNING | {"loss_function", "numerical"},
 }
+# causes whose findings at different nodes are different problems (each its own diagnosis)
+LOCAL = {"gradient_cut", "information_lost", "dead_units", "saturation", "randomness", "initialisation",
+         "frozen_layer", "batch_dependence", "output_activation"}
 _MID_RUN = {"lr_spike", "labels_corrupted", "frozen_layer", "scheduler_per_batch", "clipping"}
 _SLACK = 20  # steps a symptom may be dated before its cause (windowed watchers date a window's start)
 _RANK = {c: i for i, c in enumerate(CAUSES)}
@@ -142,13 +145,24 @@ def diagnose(findings: list[Finding]) -> list[Diagnosis]:
         for other in EXPLAINS.get(cause, ()):
             if other in by_cause and other not in absorbed and other != cause and _timely(by_cause, cause, other):
                 absorbed[other] = cause
-    diagnoses = {c: Diagnosis(c, fs[0], fs[1:]) for c, fs in by_cause.items() if c not in absorbed}
+    groups: dict[str, list[Diagnosis]] = {c: _split(c, fs) for c, fs in by_cause.items() if c not in absorbed}
     for other, cause in absorbed.items():
         while cause in absorbed:
             cause = absorbed[cause]
-        diagnoses[cause].symptoms.extend(by_cause[other])
-    return sorted(diagnoses.values(), key=lambda d: (_SEVERITY[d.severity], _RANK.get(d.cause, len(_RANK)),
-                                                      d.step if d.step is not None else -1))
+        groups[cause][0].symptoms.extend(by_cause[other])
+    diagnoses = [d for ds in groups.values() for d in ds]
+    return sorted(diagnoses, key=lambda d: (_SEVERITY[d.severity], _RANK.get(d.cause, len(_RANK)),
+                                            d.step if d.step is not None else -1))
+
+
+def _split(cause: str, findings: list[Finding]) -> list[Diagnosis]:
+    """One diagnosis per place for the causes that are local (two cut gradients are two fixes), else one."""
+    if cause not in LOCAL:
+        return [Diagnosis(cause, findings[0], findings[1:])]
+    by_node: dict = {}
+    for f in findings:
+        by_node.setdefault(f.node if f.node is not None else next(iter(by_node), None), []).append(f)
+    return [Diagnosis(cause, fs[0], fs[1:]) for fs in by_node.values()]
 
 
 def _first_step(findings: list[Finding]) -> int:
