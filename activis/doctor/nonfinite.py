@@ -33,9 +33,11 @@ def _tensors(value) -> list[torch.Tensor]:
 
 
 def forward_source(model: nn.Module, args, kwargs):
-    """(module path or None, the leaf modules' (path, inputs, outputs) in call order) of one forward pass."""
+    """(module path or None, every module's (path, inputs, outputs) in the order the calls finished) of one
+    forward pass. A module finishes after the modules it calls, so the first with finite inputs and a
+    non-finite output is the innermost producer (a parent's own functional op, when no child produced it)."""
     calls: list[tuple[str, list, list]] = []
-    leaves = [(p, m) for p, m in model.named_modules() if not list(m.children())]
+    leaves = [(p, m) for p, m in model.named_modules() if p]
 
     def hook_for(path):
         def hook(_m, inputs, output):
@@ -85,11 +87,10 @@ def backward_source(model: nn.Module, calls, out) -> str | None:
             ok = bool(torch.isfinite(g).all())
             state.setdefault(path, {}).setdefault(role, True)
             state[path][role] = state[path][role] and ok
-    for path, _, _ in reversed(calls):
-        s = state.get(path, {})
-        if s.get("output", True) and s.get("input", True) is False:
-            return path
-    return None
+    producers = [path for path, _, _ in reversed(calls)
+                 if state.get(path, {}).get("output", True) and state.get(path, {}).get("input", True) is False]
+    inner = [p for p in producers if not any(q.startswith(p + ".") for q in producers)]
+    return inner[0] if inner else None
 
 
 class NonFiniteSource(Watcher):
