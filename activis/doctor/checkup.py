@@ -45,7 +45,7 @@ def _check_arguments(model, loss_fn, optimizer, scheduler, batch_size, max_sampl
 
 def checkup(model: nn.Module, data, loss_fn, optimizer=None, *, scheduler=None, test_data=None, checks=None,
             batch_size: int = 100, max_samples: int = 512, steps: int = 300, seed: int = 0,
-            threads: int | None = 1, train_seconds: float = 20.0) -> Report:
+            threads: int | None = 1, train_seconds: float = 10.0) -> Report:
     """Run the before-training checks and return their `Report`.
 
     ``data``: ``(X, y)``, ``(X, y, sample_weight)``, a Dataset or a DataLoader (the training data as

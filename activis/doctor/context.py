@@ -215,9 +215,13 @@ class CheckContext:
             torch.manual_seed(self.seed)
             opt = torch.optim.Adam(params, lr=lr)
             losses, held_losses = [], []
-            deadline = time.perf_counter() + self.train_seconds
+            start = time.perf_counter()
             for step in range(steps):
-                if time.perf_counter() > deadline:
+                spent = time.perf_counter() - start
+                # stop at the bound, or as soon as the first steps show the run cannot finish within it (a run
+                # cut short is skipped, not judged: better not to spend the time at all)
+                if spent > self.train_seconds or (step == 5 and stop_below is None
+                                                  and spent / 5 * steps > self.train_seconds):
                     self.out_of_time.add(key)
                     break
                 if held is not None and step % 5 == 0:
