@@ -193,6 +193,174 @@ def watching_cost(rounds: int, warmup: int = 5) -> None:
     watched.cockpit.close()
 
 
+# The one table from this doctor's causes to the held-out cases' vocabulary (written before running them).
+# A held-out bug counts as found when a diagnosis (error or warning) has a cause that maps to the case's cause
+# and a finding of that cause at the case's place (or one it also accepts).
+HELDOUT_CAUSES = {
+    "data_model_mismatch": {"index_out_of_range"},
+    "labels_for_loss": {"label_range", "label_dtype", "bce_targets_not_probabilities", "nll_without_log_softmax"},
+    "loss_function": {"loss_not_scalar", "loss_shape_broadcast", "loss_wrong_sign"},
+    "gradient_cut": {"detached_graph", "no_gradient"},
+    "output_activation": {"double_softmax"},
+    "numerical": {"nan_produced", "non_finite_inputs", "unstable_math"},
+    "optimizer_setup": {"optimizer_missing_params"},
+    "learning_rate_too_high": {"lr_too_high", "exploding_gradients"},
+    "learning_rate_too_low": {"lr_too_low"},
+    "weight_decay": {"weight_decay_too_high"},
+    "lr_spike": {"lr_spike"},
+    "scheduler_per_batch": {"scheduler_per_batch"},
+    "missing_zero_grad": {"missing_zero_grad"},
+    "missing_optimizer_step": {"missing_optimizer_step"},
+    "clipping": {"clipping_swallows_update"},
+    "frozen_layer": {"layer_frozen_mid_run"},
+    "labels_corrupted": {"labels_corrupted_mid_run"},
+    "input_scale": {"input_scale"},
+    "target_scale": {"target_scale"},
+    "leakage": {"label_leakage"},
+    "train_test_overlap": {"train_test_overlap"},
+    "batchnorm_batch_of_one": {"batchnorm_batch_of_one"},
+    "blank_inputs": {"blank_inputs"},
+    "batch_dependence": {"batch_dependence"},
+    "initialisation": {"bad_init"},
+    "saturation": {"bad_init"},
+    "dead_units": {"dead_relu"},
+    "randomness": {"dropout_left_on"},
+    "data_order": {"data_not_shuffled"},
+    "conflicting_labels": {"conflicting_labels"},
+    "vanishing_gradients": {"vanishing_gradients"},
+}
+_PLACE_KINDS = {"data": {"data", "loader"}, "loss": {"loss"}, "optimizer": {"optimizer"},
+                "loop": {"optimizer", "loader", "data"}}
+
+
+def _at(finding, places) -> bool:
+    """Whether a finding names one of these places: a module path (or a parameter/node inside it), or a kind."""
+    names = [n for n in (finding.where, finding.node) if n]
+    for place in places:
+        if finding.place in _PLACE_KINDS.get(place, ()):
+            return True
+        if any(n == place or n.startswith(place + ".") or n.replace("_", ".") == place for n in names):
+            return True
+    return False
+
+
+def _named(report, case) -> tuple[bool, int | None]:
+    """(the case's cause named at its place by a diagnosis that is an error or warning, the diagnosis's step)."""
+    places = [case["where"], *(case.get("where_also") or [])]
+    for d in report.diagnoses:
+        if d.severity == "note":
+            continue
+        right = [f for f in d.findings if case["cause"] in HELDOUT_CAUSES.get(f.cause, ()) and _at(f, places)]
+        if right:
+            return True, min((f.step for f in right if f.step is not None), default=d.step)
+    return False, None
+
+
+def heldout(folder: str, part: str | None = None) -> None:
+    """Someone else's cases (see their README): checkup-phase bugs, training faults, healthy recipes."""
+    import glob
+    import importlib.util
+
+    folder = str(Path(folder).resolve())
+    sys.path.insert(0, folder)
+    cases = []
+    for path in sorted(glob.glob(f"{folder}/cases_*.py")):
+        spec = importlib.util.spec_from_file_location(Path(path).stem, path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        cases += module.CASES
+    if part is not None:  # one part at a time: bugs of the checkup phase, training faults, or healthy recipes
+        cases = [c for c in cases if (c["kind"] == "healthy") == (part == "healthy")
+                 and (part == "healthy" or c["phase"] == part)]
+    tally = {"checkup_found": 0, "checkup_bugs": 0, "broken": [], "fault_found": 0, "faults": 0, "alarms": [],
+             "healthy": 0, "latency": [], "producers": [], "missed": [], "times": []}
+    for case in cases:
+        start = time.perf_counter()
+        kind, phase = case["kind"], case["phase"]
+        line = ""
+        if kind == "healthy" or phase == "checkup":
+            setup = case["build"]()
+            try:
+                report = checkup(setup["model"], setup["data"], setup["loss_fn"], setup.get("optimizer"),
+                                 test_data=setup.get("test_data"), scheduler=setup.get("scheduler"))
+            except SetupError as e:
+                report = Report([e.finding], ran=["runs"])
+            except Exception as e:  # noqa: BLE001 - recorded: a raw error is a failure of the doctor
+                report = None
+                line = f"raised {type(e).__module__}.{type(e).__name__}: {str(e)[:120]}"
+            tally["times"].append(time.perf_counter() - start)
+            if kind == "bug":
+                tally["checkup_bugs"] += 1
+                ok = report is not None and _named(report, case)[0]
+                tally["checkup_found"] += ok
+                if report is None or report.clean:
+                    tally["broken"].append(case["name"])
+                if not ok:
+                    got = [(d.cause, d.lead.where or d.lead.place) for d in report.diagnoses] if report else line
+                    tally["missed"].append((case["name"], case["cause"], case["where"], got))
+                line = line or ("found" if ok else "MISSED")
+            else:
+                tally["healthy"] += 1
+                loud = line or [(d.cause, d.lead.where or d.lead.place) for d in report.diagnoses
+                                if d.severity != "note"]
+                if loud:
+                    tally["alarms"].append((case["name"], "checkup", loud))
+                line = "checkup " + ("ALARM" if loud else "silent")
+        if case.get("train") and (kind == "healthy" or phase == "training"):
+            cockpits = []
+
+            def factory(model, optimizer, cockpits=cockpits):
+                cockpits.append(activis.Cockpit(model, "economy", optimizer=optimizer, doctor=True))
+                return cockpits[-1]
+            try:
+                case["train"](factory, case["steps"])
+                report = cockpits[0].doctor.report()
+            except Exception as e:  # noqa: BLE001 - recorded
+                report, line = None, line + f" train raised {type(e).__name__}: {str(e)[:100]}"
+            finally:
+                for c in cockpits:
+                    c.close()
+            if kind == "bug":
+                tally["faults"] += 1
+                ok, step = _named(report, case) if report is not None else (False, None)
+                tally["fault_found"] += ok
+                if ok and step is not None:
+                    tally["latency"].append(step - case["onset"])
+                if not ok:
+                    got = ([(d.cause, d.lead.where or d.lead.place, d.step) for d in report.diagnoses]
+                           if report else line)
+                    tally["missed"].append((case["name"], case["cause"], case["where"], got))
+                line += f" watched {'found' if ok else 'MISSED'}"
+            else:
+                loud = [(d.cause, d.lead.where or d.lead.place, d.step) for d in (report.diagnoses if report else [])
+                        if d.severity != "note"] or (line if report is None else [])
+                if loud:
+                    tally["alarms"].append((case["name"], "watched", loud))
+                line += f" watched {'ALARM' if loud else 'silent'}"
+            if case["cause"] == "nan_produced":
+                tally["producers"].append(ok)
+        print(f"  {kind:7s} {phase:8s} {case['name'][:48]:48s} {line}  {time.perf_counter() - start:5.1f} s",
+              flush=True)
+    t = tally
+    found = t["checkup_found"] + t["fault_found"]
+    bugs = t["checkup_bugs"] + t["faults"]
+    print(f"\nheld-out: {bugs} bugs ({t['checkup_bugs']} checkup-phase, {t['faults']} training faults), "
+          f"{t['healthy']} healthy recipes")
+    print(f"recall (right cause, right place): {found}/{bugs} = {found / max(bugs, 1):.1%} (checkup "
+          f"{t['checkup_found']}/{t['checkup_bugs']}, training {t['fault_found']}/{t['faults']})")
+    print(f"false alarms on healthy recipes (checkup or watched): {len({a[0] for a in t['alarms']})}/{t['healthy']}")
+    print(f"checkup bugs clean or raising a raw error: {len(t['broken'])}/{t['checkup_bugs']} {t['broken']}")
+    print(f"first producer of NaN/Inf named: {sum(t['producers'])}/{len(t['producers'])}")
+    if t["latency"]:
+        print(f"latency: median {statistics.median(t['latency'])}, max {max(t['latency'])} steps")
+    if t["times"]:
+        print(f"checkup time: median {statistics.median(t['times']):.1f} s, max {max(t['times']):.1f} s")
+    for name, cause, where, got in t["missed"]:
+        print(f"  missed: {name} ({cause} at {where}); diagnosed {got}")
+    for name, part, got in t["alarms"]:
+        print(f"  false alarm: {name} ({part}): {got}")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seeds", type=int, default=1)
@@ -202,11 +370,12 @@ def main():
     parser.add_argument("--skip-checkup", action="store_true", help="skip the before-training set-ups")
     parser.add_argument("--skip-watched", action="store_true", help="skip the watched training runs")
     parser.add_argument("--heldout", help="a folder of held-out cases (python files with a CASES list)")
+    parser.add_argument("--part", choices=["checkup", "training", "healthy"], help="only this part of --heldout")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     warnings.simplefilter("ignore")
     if args.heldout:
-        heldout(args.heldout)
+        heldout(args.heldout, args.part)
         return
     if not args.skip_checkup:
         planted(args.seeds, args.first_seed)
