@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 
@@ -98,7 +99,18 @@ def checkup(model: nn.Module, data, loss_fn, optimizer=None, *, scheduler=None, 
     finally:
         state.restore()
         torch.set_num_threads(saved_threads)
-    return Report(findings, skipped, ran, seconds, failed)
+    return Report([_in_module(ctx, f) for f in findings], skipped, ran, seconds, failed)
+
+
+def _in_module(ctx, finding):
+    """A finding on a functional node inside a module names that module as its place (``where``); ``node``
+    keeps the node, so the graph still shows it where it is."""
+    graph = ctx._cache.get("graph")
+    if finding.place != "node" or graph is None or finding.node not in graph:
+        return finding
+    node = graph.node(finding.node)
+    path = node.target if node.op == "call_module" else node.module_path
+    return dataclasses.replace(finding, where=path) if path else finding
 
 
 def _chosen(checks):

@@ -72,6 +72,7 @@ class TrainingDoctor:
         self._listeners: list[Callable[[Finding], None]] = [on_finding] if on_finding is not None else []
         self._fed: dict[int, set] = {}
         self._lrs: list[float] = []
+        self.lr_peak = 0.0
         self._unsubscribe = None
         self.watchers = []
         for w in watchers or WATCHERS:
@@ -105,6 +106,11 @@ class TrainingDoctor:
         lrs = self._lrs[-4:]
         return bool(lrs) and (lrs[-1] == 0 or any(b > a * 1.001 for a, b in zip(lrs, lrs[1:])))
 
+    @property
+    def annealed(self) -> bool:
+        """The schedule has brought the learning rate below 5 % of its peak: small steps are its intent."""
+        return bool(self._lrs) and self._lrs[-1] < 0.05 * self.lr_peak
+
     # ------------------------------------------------------------------ feeding
     def attach(self, log) -> TrainingDoctor:
         """Watch a step log as it grows (``log.subscribe``): each appended step is observed once."""
@@ -134,6 +140,7 @@ class TrainingDoctor:
             if lr is not None:
                 self._lrs.append(lr)
                 del self._lrs[:-8]
+                self.lr_peak = max(self.lr_peak, lr)
         for w in self.watchers:
             if w.id in self.failed:
                 continue

@@ -32,15 +32,20 @@ class MissingZeroGrad(Watcher):
         self.param = min((p for _, p in doctor.params), key=lambda p: p.numel())
         self.version = self.param._version
         self.stale, self.since, self.step = 0, None, None
+        self.recent: deque = deque(maxlen=8)  # whether each of the last updates was followed by a stale gradient
         self.handle = self.param.register_hook(self._on_gradient)
 
     def _on_gradient(self, grad):
         p = self.param
         if p._version != self.version:  # updated since the last gradient arrived
             stale = p.grad is not None and bool(p.grad.detach().abs().sum() > 0)
-            self.stale = self.stale + 1 if stale else 0
-            if stale and self.stale == 1:
+            self.recent.append(stale)
+            if stale and self.since is None:
                 self.since = self.step
+            # stale after most updates (zeroing only every few steps is as wrong as never)
+            self.stale = sum(self.recent) if sum(self.recent) * 2 > len(self.recent) else 0
+            if not any(self.recent):
+                self.since = None
         self.version = p._version
         return None
 

@@ -102,7 +102,7 @@ class Plateau(Watcher):
 
     def observe(self, step, values):
         loss = values.get("Loss")
-        if not finite(loss) or self.doctor.warming:
+        if not finite(loss) or self.doctor.warming or self.doctor.annealed:
             return []
         self.history.append((step, loss))
         if self.start is None and len(self.history) == self.window:
@@ -292,7 +292,7 @@ class UpdateBlindSpots(Watcher):
             if len(history) < self.window:
                 continue
             median = statistics.median(history)
-            if median < self.low or (median > self.high and self.calls > self.settle):
+            if (median < self.low and not self.doctor.annealed) or (median > self.high and self.calls > self.settle):
                 stalled = median < self.low
                 found.append(self.finding(
                     "warning", f"{layer}'s weights change by {median:.2g} of their size per step "

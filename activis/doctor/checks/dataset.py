@@ -134,11 +134,15 @@ class BatchDependence(Check):
         if out is None:
             out = ctx.output(x)
         alone = ctx.output(x[:1])
+        if not torch.equal(alone, ctx.output(x[:1])):
+            raise Skip("the output is random in eval mode (see randomness)")
         out = out.detach().float()
         if out.shape[0] != len(x) or alone.shape[1:] != out.shape[1:]:
             raise Skip("the output has no batch dimension")
         gap = float((alone.float() - out[:1]).abs().max())
         scale = float(out.abs().max()) + 1e-6
+        if bool(torch.isfinite(out[:1]).all()) and not bool(torch.isfinite(alone).all()):
+            gap = float("inf")  # finite in a batch, NaN/Inf alone: a statistic over the batch (std of one sample)
         if not gap > 1e-3 * scale:
             return []
         solo = ctx.record(x[:1])
@@ -148,7 +152,8 @@ class BatchDependence(Check):
             if a is None or b is None or a.dim() == 0 or b.shape[1:] != a.shape[1:] or a.shape[0] != len(x) \
                     or not a.dtype.is_floating_point:
                 continue
-            if float((a[:1] - b).abs().max()) > 1e-3 * (float(a.abs().max()) + 1e-6):
+            differ = (a[:1] - b).abs()
+            if not bool(torch.isfinite(differ).all()) or float(differ.max()) > 1e-3 * (float(a.abs().max()) + 1e-6):
                 node = _mixer(ctx.graph, values, n.name, len(x)) or n.name
                 break
         return [self.finding(

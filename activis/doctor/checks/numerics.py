@@ -161,7 +161,8 @@ class InitScale(Check):
             "warning", f"Gradients {way} towards the input: the first layer's is {ratio:.3g} times the last's.",
             "Use ReLU-family activations with He initialisation, normalisation layers or residual connections; "
             "clip gradients if they explode.",
-            evidence={"first_over_last": ratio, "layers": len(with_grads)}, place="node", where=n.name, node=n.name)]
+            evidence={"first_over_last": ratio, "layers": len(with_grads)}, place="node", where=n.name, node=n.name,
+            cause="vanishing_gradients" if ratio < 1 else "initialisation")]
 
 
 def _chain(graph, names: list[str]) -> bool:
