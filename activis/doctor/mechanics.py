@@ -211,7 +211,7 @@ class LearningRate(Watcher):
 
     def __init__(self, doctor):
         super().__init__(doctor)
-        self.peak, self.peak_step, self.previous = 0.0, None, None
+        self.peak, self.previous, self.fall_start, self.falls = 0.0, None, None, 0
         self.decayed = False
 
     def observe(self, step, values):
@@ -226,16 +226,21 @@ class LearningRate(Watcher):
                 "schedule's milestone, a manual param_group change) and cap it.", step,
                 evidence={"lr": lr, "previous_peak": self.peak}, place="optimizer"))
         if lr >= self.peak:
-            self.peak, self.peak_step = lr, step
-        elif (not self.decayed and self.peak_step is not None and lr <= 0.1 * self.peak
-              and step - self.peak_step <= self.decay_steps):
+            self.peak, self.falls, self.fall_start = lr, 0, None
+        elif self.previous is not None and lr < self.previous:
+            self.fall_start = step if self.fall_start is None else self.fall_start
+            self.falls += 1
+        # tenfold within 20 steps of the first fall, in 3 or more falls: a schedule counted in epochs run per
+        # batch (one milestone's single drop, or a decay spread over the run, is not)
+        if (not self.decayed and self.fall_start is not None and lr <= 0.1 * self.peak and self.falls >= 3
+                and step - self.fall_start < self.decay_steps):
             self.decayed = True
             found.append(self.finding(
-                "warning", f"The learning rate fell from {self.peak:.3g} at step {self.peak_step} to {lr:.3g} at "
-                f"step {step}: a schedule meant for epochs is being stepped every batch.",
+                "warning", f"The learning rate fell from {self.peak:.3g} to {lr:.3g} between steps "
+                f"{self.fall_start} and {step}: a schedule meant for epochs is being stepped every batch.",
                 "Call scheduler.step() once per epoch (or build the schedule in batches: T_max, step_size and "
-                "milestones counted in optimizer steps).", self.peak_step + 1,
-                evidence={"peak_lr": self.peak, "lr": lr, "steps": step - self.peak_step}, place="optimizer",
+                "milestones counted in optimizer steps).", self.fall_start,
+                evidence={"peak_lr": self.peak, "lr": lr, "steps": step - self.fall_start}, place="optimizer",
                 cause="scheduler_per_batch", title="Scheduler stepped every batch"))
         self.previous = lr
         return found

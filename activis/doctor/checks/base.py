@@ -46,3 +46,11 @@ def reachable_from_input(graph) -> set[str]:
         if any(i in reached for i in n.inputs):
             reached.add(n.name)
     return reached
+
+
+def zero_initialised(model) -> set[str]:
+    """The modules whose weight is all zeros on purpose (a zero-initialised head, a residual branch's last
+    BatchNorm scale): what they hide from the input and the gradient is their design, not a bug."""
+    return {path for path, m in model.named_modules()
+            if getattr(m, "weight", None) is not None and hasattr(m.weight, "abs") and m.weight.numel()
+            and not bool(m.weight.detach().abs().sum())}

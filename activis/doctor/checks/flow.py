@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 
 from ..context import same_rows
-from .base import Check, Skip, consumers, kind_of, reachable_from_input
+from .base import Check, Skip, consumers, kind_of, reachable_from_input, zero_initialised
 
 # operations whose output carries no gradient back to their input
 _CUTS = {"detach", "argmax", "argmin", "round", "floor", "ceil", "sign", "eq", "ne", "gt", "ge", "lt", "le",
@@ -26,7 +26,7 @@ class InputDependence(Check):
         values = ctx.record(x)
         out_name = ctx.output_node()
         out = values.get(out_name)
-        if out is None or same_rows(out, batch) is not True:
+        if out is None or same_rows(out, batch) is not True or zero_initialised(ctx.model):
             return []
         reached = reachable_from_input(ctx.graph)
         lost = None
@@ -70,8 +70,9 @@ class GradientCoverage(Check):
         if not torch.isfinite(loss):
             raise Skip("the loss is not finite (see non_finite)")
         by_module: dict[str, list[tuple[str, str]]] = {}
+        zeroed = bool(zero_initialised(ctx.model))  # a zero-initialised layer downstream zeroes these on purpose
         for name, g in grads.items():
-            state = "none" if g is None else "zero" if bool((g == 0).all()) else None
+            state = "none" if g is None else "zero" if bool((g == 0).all()) and not zeroed else None
             if state:
                 by_module.setdefault(name.rsplit(".", 1)[0] if "." in name else "", []).append((name, state))
         if not by_module:

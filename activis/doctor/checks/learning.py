@@ -33,7 +33,10 @@ class OverfitBatch(Check):
         if not math.isfinite(first) or first <= 0:
             raise Skip(f"the first loss is {first:.4g}, not positive (see loss_sign, non_finite)")
         last = losses[-1]
-        reached = math.isfinite(last) and min(losses) <= self.target * first
+        floor = _floor(ctx.loss_fn, ctx.output(x[:1]))
+        reached = math.isfinite(last) and min(losses) <= floor + self.target * (first - floor)
+        if not reached and any(not p.requires_grad for p in ctx.model.parameters()):
+            raise Skip("part of the model is frozen on purpose: it need not memorise a batch")
         if reached:
             return []
         if ctx.out_of_time:
@@ -91,6 +94,16 @@ class LabelCoupling(Check):
             "Check that inputs and labels are shuffled and split together (one permutation for both, or a "
             "Dataset returning (x, y) pairs), and that no sample weight zeroes most of the data.",
             evidence=evidence, place="data", where="labels")]
+
+
+def _floor(loss_fn, out) -> float:
+    """The lowest loss reachable: 0, or label smoothing's entropy (Karpathy's floor for cross-entropy)."""
+    eps = float(getattr(loss_fn, "label_smoothing", 0.0) or 0.0)
+    if eps <= 0 or out.dim() < 2:
+        return 0.0
+    c = out.shape[1]
+    high, low = 1 - eps + eps / c, eps / c
+    return -(high * math.log(high) + (c - 1) * low * math.log(low))
 
 
 def _best(curve: list[float]) -> float:

@@ -7,7 +7,7 @@ import math
 
 import torch
 
-from .base import Check, kind_of
+from .base import Check, kind_of, zero_initialised
 
 _PARAMETRISED = ("linear", "conv1d", "conv2d", "conv3d", "bilinear")
 _UNBOUNDED = {"linear", "conv1d", "conv2d", "conv3d", "matmul", "mm", "bmm", "add", "sub", "mul", "input", "addmm"}
@@ -126,8 +126,9 @@ class InitScale(Check):
 
     def run(self, ctx):
         values, grads = ctx.gradient_records()
+        zeroed = zero_initialised(ctx.model)
         layers = [n for n in ctx.graph.nodes if n.op == "call_module" and kind_of(n) in _PARAMETRISED
-                  and n.name in values and n.inputs and n.inputs[0] in values]
+                  and n.name in values and n.inputs and n.inputs[0] in values and n.target not in zeroed]
         if len(layers) < 2:
             return []
         gains = []

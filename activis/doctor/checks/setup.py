@@ -90,6 +90,9 @@ class LossSign(Check):
         out, y = ctx.output(), ctx.y
         if not bool(torch.isfinite(out).all()):
             raise Skip("the model's output is not finite (see non_finite)")
+        if y.dtype.is_floating_point and y.shape == out.shape and out.dim() >= 2 and bool(
+                ((y > 0) & (y < 1)).any()) and not bool(torch.isin(y, torch.tensor([0.0, 1.0])).all()):
+            raise Skip("soft targets (mixup, distillation): no one prediction is perfect for them")
         perfect, wrong = _ideal_predictions(out, y)
         with torch.no_grad():
             at_init = float(ctx.loss(out, y))
