@@ -211,7 +211,7 @@ class LearningRate(Watcher):
 
     def __init__(self, doctor):
         super().__init__(doctor)
-        self.peak, self.previous, self.fall_start, self.falls = 0.0, None, None, 0
+        self.peak, self.peak_step, self.previous, self.fall_start, self.falls = 0.0, None, None, None, 0
         self.decayed = False
 
     def observe(self, step, values):
@@ -225,15 +225,19 @@ class LearningRate(Watcher):
                 f"{lr / self.peak:.0f}x anything before.", "Find what sets the learning rate at this step (a "
                 "schedule's milestone, a manual param_group change) and cap it.", step,
                 evidence={"lr": lr, "previous_peak": self.peak}, place="optimizer"))
+        if lr > self.peak * 1.001:
+            self.peak, self.peak_step = lr, step
         if lr >= self.peak:
-            self.peak, self.falls, self.fall_start = lr, 0, None
+            self.falls, self.fall_start = 0, None
         elif self.previous is not None and lr < self.previous:
             self.fall_start = step if self.fall_start is None else self.fall_start
             self.falls += 1
-        # tenfold within 20 steps of the first fall, in 3 or more falls: a schedule counted in epochs run per
-        # batch (one milestone's single drop, or a decay spread over the run, is not)
-        if (not self.decayed and self.fall_start is not None and lr <= 0.1 * self.peak and self.falls >= 3
-                and step - self.fall_start < self.decay_steps):
+        # tenfold within 20 steps of reaching the peak, or in 3 or more falls within 20 steps of the first: a
+        # schedule counted in epochs run per batch (a milestone's drop after a long plateau, or a decay spread
+        # over the run, is neither)
+        fast = self.peak_step is not None and step - self.peak_step < self.decay_steps
+        steep = self.falls >= 3 and self.fall_start is not None and step - self.fall_start < self.decay_steps
+        if not self.decayed and self.fall_start is not None and lr <= 0.1 * self.peak and (fast or steep):
             self.decayed = True
             found.append(self.finding(
                 "warning", f"The learning rate fell from {self.peak:.3g} to {lr:.3g} between steps "

@@ -26,6 +26,8 @@ class OverfitBatch(Check):
             x, y = x[~conflicting], y[~conflicting]
         if len(x) < 2:
             raise Skip("fewer than 2 samples without conflicting labels")
+        if y.dtype.is_floating_point and y.dim() >= 2 and bool(((y > 0) & (y < 1)).any()):
+            raise Skip("soft targets (mixup, distillation) keep the loss above zero")
         model, losses = ctx.trained_copy(x, y, ctx.steps, stop_below=lambda first: self.target * first)
         if not losses:
             raise Skip("stopped by train_seconds before the first step; give checkup more train_seconds")
@@ -62,6 +64,8 @@ class LabelCoupling(Check):
 
     def run(self, ctx):
         X, Y = ctx.data.X, ctx.data.Y
+        if any(not p.requires_grad for p in ctx.model.parameters()):
+            raise Skip("part of the model is frozen on purpose: a short run on a copy says little about it")
         n = min(len(X), 400)
         if n < 60:
             raise Skip(f"needs at least 60 samples to hold some out, got {len(X)}")

@@ -150,7 +150,7 @@ class InitScale(Check):
                 evidence={"layer_gain": gains[worst], "total_gain": total, "layers": len(layers)},
                 place="node", where=n.name, node=n.name)]
         with_grads = [n for n in layers if n.name in grads]
-        if len(with_grads) < 2 or not _chain(ctx.graph, [n.name for n in with_grads]):
+        if zeroed or len(with_grads) < 2 or not _chain(ctx.graph, [n.name for n in with_grads]):
             return []  # along parallel branches (attention's query, key, value) depth has no one direction
         first, last = _rms(grads[with_grads[0].name]), _rms(grads[with_grads[-1].name])
         ratio = first / last if last > 0 else math.inf
