@@ -19,6 +19,8 @@ const CSS = `
 .activis-doctor-line { margin: 2px 0 0 64px; }
 .activis-doctor-evidence { color: var(--av-fg-muted); font-family: var(--av-code-font); font-size: 12px; }
 .activis-doctor-change::before { content: "try: "; color: var(--av-fg-muted); }
+.activis-doctor-symptom { color: var(--av-fg-muted); font-size: 12px; }
+.activis-doctor-symptom::before { content: "symptom: "; }
 .activis-doctor-skipped { color: var(--av-fg-muted); font-size: 12px; padding: 4px 0; }
 `;
 
@@ -39,6 +41,9 @@ function row(f, selected, colour, onClick) {
   const lines = [h("div", { className: "activis-doctor-line activis-doctor-message", text: f.message })];
   if (f.evidence) lines.push(h("div", { className: "activis-doctor-line activis-doctor-evidence", text: f.evidence }));
   if (f.change) lines.push(h("div", { className: "activis-doctor-line activis-doctor-change", text: f.change }));
+  for (const s of f.symptoms || []) {
+    lines.push(h("div", { className: "activis-doctor-line activis-doctor-symptom", text: s }));
+  }
   const el = h("div", {
     className: "activis-doctor-row", "data-index": String(f.index), "data-severity": f.severity,
     "data-node": f.node, "data-selected": selected ? "true" : "false", onClick,
@@ -82,7 +87,7 @@ export default defineView({
       if (!findings.length) list.append(h("div", { className: "activis-doctor-row", text: "No findings." }));
       /** @type {{check: string, reason: string}[]} */
       const skips = model.get("skipped") || [];
-      skipped.replaceChildren(h("summary", { text: `${skips.length} checks skipped` }),
+      skipped.replaceChildren(h("summary", { text: `${skips.length} checks skipped or failed` }),
         ...skips.map((s) => h("div", { text: `${s.check}: ${s.reason}` })));
       skipped.style.display = skips.length ? "" : "none";
       el.dataset.shown = String(shown.length);

@@ -328,12 +328,79 @@ def _log_softmax_nll(bug, seed):
     return _setup(model, digits(seed=seed), nn.NLLLoss())
 
 
+def _bce_signs(bug, seed):
+    X, y = tabular("breast_cancer", seed=seed)
+    y = (2.0 * y - 1.0 if bug else y).astype(np.float32)  # -1/+1 labels into BCE
+    return _setup(MLP(30, 1, regression=True), (X, y), nn.BCEWithLogitsLoss())
+
+
+def _nll_on_logits(bug, seed):
+    model = MLP(64, 10) if bug else nn.Sequential(MLP(64, 10), nn.LogSoftmax(1))
+    return _setup(model, digits(seed=seed), nn.NLLLoss())
+
+
+def _raw_targets(bug, seed):
+    X, y = tabular("diabetes", seed=seed)
+    y = y.astype(np.float32) if bug else ((y - y.mean()) / y.std()).astype(np.float32)
+    return _setup(MLP(10, 1, regression=True), (X, y), nn.MSELoss())
+
+
+def _blank_images(bug, seed):
+    X, y = digit_images(seed=seed)
+    if bug:  # images that failed to load, kept as zeros
+        X = X.copy()
+        X[np.random.default_rng(seed).permutation(len(X))[:60]] = 0.0
+    return _setup(CNN(), (X, y))
+
+
+def _leaked_label(bug, seed):
+    X, y = tabular("breast_cancer", seed=seed)
+    rng = np.random.default_rng(seed)
+    extra = (y + 0.01 * rng.normal(size=len(y))) if bug else rng.normal(size=len(y))  # e.g. "diagnosis_code"
+    return _setup(MLP(31, 2), (np.column_stack([X, extra]).astype(np.float32), y))
+
+
+class BNMLP(nn.Module):
+    def __init__(self, n_in=64, n_out=10):
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(n_in, 64), nn.BatchNorm1d(64), nn.ReLU(), nn.Linear(64, n_out))
+
+    def forward(self, x):
+        return self.net(x)
+
+
+def _last_batch_of_one(bug, seed):
+    X, y = digits(n=601, seed=seed)  # 601 = 12 x 50 + 1
+    dataset = torch.utils.data.TensorDataset(torch.from_numpy(X), torch.from_numpy(y))
+    return _setup(BNMLP(), torch.utils.data.DataLoader(dataset, batch_size=50, shuffle=True, drop_last=not bug))
+
+
+class SeqGRU(nn.Module):
+    """A GRU over (N, T, F) batches; the planted bug reshapes to time-major with view, not permute."""
+
+    def __init__(self, bug=False, features=4, classes=2):
+        super().__init__()
+        self.bug = bug
+        self.rnn = nn.GRU(features, 32)
+        self.fc = nn.Linear(32, classes)
+
+    def forward(self, x):
+        n, t, f = x.shape
+        seq = x.reshape(t, n, f) if self.bug else x.permute(1, 0, 2)
+        out, _ = self.rnn(seq)
+        return self.fc(out[-1])
+
+
+def _view_not_permute(bug, seed):
+    return _setup(SeqGRU(bug), sequences(seed=seed))
+
+
 CASES = [
     Case("multiplied by zero", "MLP", "input_dependence", "mul", _mlp_digits("times_zero")),
     Case("skipped layer", "MLP", "gradient_coverage", "fc2.weight", _mlp_digits("skip_layer")),
     Case("detached features", "CNN", "gradient_coverage", "detach", _images("detach")),
     Case("optimizer of a rebuilt model", "MLP", "optimizer", "optimizer", _optimizer_rebuilt),
-    Case("zero learning rate", "MLP", "optimizer", "optimizer", _zero_lr),
+    Case("zero learning rate", "MLP", "optimizer_settings", "optimizer", _zero_lr),
     Case("optimizer misses the features", "CNN", "optimizer", "optimizer", _partial_optimizer),
     Case("(N, 1) output against (N,) target", "MLP", "loss_shapes", "loss", _column_output),
     Case("final ReLU on a regression", "MLP", "overfit_batch", "model", _final_relu),
@@ -364,6 +431,13 @@ CASES = [
     Case("duplicates with flipped labels", "MLP", "conflicting_duplicates", "labels", _conflicting),
     Case("test set overlaps training", "MLP", "train_test_overlap", "test_data", _overlap),
     Case("softmax before CrossEntropyLoss", "CNN", "double_softmax", "softmax", _images("softmax_out")),
+    Case("-1/+1 labels into BCEWithLogitsLoss", "MLP", "labels_fit_loss", "labels", _bce_signs),
+    Case("raw logits into NLLLoss", "MLP", "labels_fit_loss", "loss", _nll_on_logits),
+    Case("raw regression targets", "MLP", "target_scale", "labels", _raw_targets),
+    Case("blank images", "CNN", "blank_inputs", "inputs", _blank_images),
+    Case("the label left among the features", "MLP", "leakage", "data", _leaked_label),
+    Case("last batch of one into BatchNorm1d", "MLP", "batchnorm_batch_of_one", "loader", _last_batch_of_one),
+    Case("view instead of permute", "RNN", "batch_dependence", "reshape", _view_not_permute),
 ]
 
 # healthy set-ups beyond the twins: standard recipes that must stay silent

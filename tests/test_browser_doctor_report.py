@@ -55,7 +55,7 @@ def test_doctor_report_and_graph_view_linked(lab, page):
     assert rows.count() == 2
     first = rows.nth(0)
     assert first.locator(".activis-doctor-sev").text_content() == "error"
-    assert first.locator(".activis-doctor-title").text_content() == "Parameters without gradient"
+    assert first.locator(".activis-doctor-title").text_content() == "The gradient is cut"  # the cause, by place
     assert "fc1.weight" in first.locator(".activis-doctor-message").text_content()
     assert "no_gradient = 2" in first.locator(".activis-doctor-evidence").text_content()
     assert first.locator(".activis-doctor-change").text_content()

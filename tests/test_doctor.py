@@ -46,12 +46,16 @@ def test_full_checkup_of_a_healthy_model_is_clean_and_leaves_it_untouched():
     assert set(report.ran) | set(report.skipped) == set(CHECKS)
 
 
-def test_a_check_that_breaks_is_skipped_with_the_reason():
-    def broken_loss(out, y):
+def test_a_check_that_breaks_is_failed_and_the_report_is_never_clean(monkeypatch):
+    from activis.doctor.checks import LossSign
+
+    def boom(self, ctx):
         raise RuntimeError("boom")
-    report = checkup(MLP(64, 10), digits(), broken_loss, checks=["loss_sign", "loss_shapes"])
-    assert "boom" in report.skipped["loss_sign"]
-    assert report.of("loss_shapes") and "boom" in report.of("loss_shapes")[0].message
+    monkeypatch.setattr(LossSign, "run", boom)
+    report = checkup(MLP(64, 10), digits(), nn.CrossEntropyLoss(), checks=["loss_sign", "loss_shapes"])
+    assert "boom" in report.failed["loss_sign"] and "loss_shapes" in report.ran
+    assert not report.findings and not report.clean
+    assert "1 of 2 checks ran" in report.summary() and "COULD NOT RUN" in report.summary()
 
 
 def test_report_html_escapes_text_from_the_model_and_converts_to_a_dataframe():
@@ -105,7 +109,7 @@ def test_transformer_classifier_checks_run():
 
 
 def test_a_training_run_out_of_time_skips_the_check_instead_of_judging_it():
-    report = checkup(MLP(64, 10), digits(), nn.CrossEntropyLoss(), checks=["overfit_batch"], train_seconds=0.0)
+    report = checkup(MLP(64, 10), digits(), nn.CrossEntropyLoss(), checks=["overfit_batch"], train_seconds=1e-9)
     assert "overfit_batch" in report.skipped and "train_seconds" in report.skipped["overfit_batch"]
 
 

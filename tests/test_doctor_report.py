@@ -37,18 +37,24 @@ def test_report_view_links_findings_and_graph_both_ways():
 def test_live_findings_reach_the_view_and_the_cockpit_panel_follows_a_click():
     X, y = (torch.from_numpy(a) for a in digits(300))
     model = MLP(64, 10)
-    opt = torch.optim.Adam(MLP(64, 10).parameters(), 1e-3)  # not this model's
+    opt = torch.optim.Adam(model.parameters(), 1e-3)
     cockpit = Cockpit(model, ["Loss", "GradNorm", "UpdateSize"], optimizer=opt, doctor=True)
     view = DoctorReport(cockpit)
     panel = CockpitPanel(cockpit)
     box = with_cockpit(panel, view)
     assert box.children == (panel, view) and view.findings == []
-    for _ in range(30):
+    for step in range(40):
+        if step == 20:  # fc2 frozen mid-run
+            model.fc2.requires_grad_(False)
         idx = torch.randint(0, len(X), (64,))
+        opt.zero_grad()
         cockpit.backward(F.cross_entropy(model(X[idx]), y[idx], reduction="none"))
+        opt.step()
     cockpit.close()
-    assert len(view.findings) == len(cockpit.doctor.findings) > 0
+    assert len(view.findings) == len(cockpit.doctor.report().diagnoses) > 0
     i = next(f["index"] for f in view.findings if f["node"] == "fc2")
+    assert view.findings[i]["cause"] == "frozen_layer" and view.findings[i]["title"].startswith("A layer stopped")
+    assert view.findings[i]["step"] == 20  # the first step whose update left it out
     view.selected_finding = i
     assert panel.layer == "fc2" and panel.step_range[0] == view.findings[i]["step"]
 

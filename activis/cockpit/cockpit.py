@@ -86,8 +86,9 @@ class Cockpit:
     ``mc_samples`` random mixtures of the loss Hessian's columns instead of all C of them,
     the reference's ``diag_ggn_mc``) or ``"auto"`` (the first exact one, else Hutchinson). Which
     one produced a value is recorded as ``hess_diag_method`` in the log.
-    ``doctor=True`` also watches the run for training problems (``cockpit.doctor``: a
-    `activis.doctor.watchers.TrainingDoctor`, fed every tracked step's readings).
+    ``doctor=True`` also watches the run for training problems: the same as ``activis.watch(cockpit)``,
+    which attaches the training doctor to this cockpit's log (``cockpit.doctor``); the cockpit itself
+    knows nothing of the doctor.
     """
 
     def __init__(self, model: nn.Module, quantities: str | Iterable[Quantity] = "economy", *,
@@ -102,11 +103,7 @@ class Cockpit:
         if not self.params:
             raise CockpitError("the model has no parameters that require gradients")
         self.optimizer = optimizer
-        self.doctor = None  # the training doctor's watchers (doctor=True), fed each step's readings
-        if doctor:
-            from ..doctor.watchers import TrainingDoctor
-
-            self.doctor = TrainingDoctor(model, self.params)
+        self.doctor = None  # set by activis.watch(cockpit): the doctor follows the log, closed with the cockpit
         self.chunk_size = chunk_size
         self.hutchinson_samples, self.mc_samples = hutchinson_samples, mc_samples
         self._generator = torch.Generator().manual_seed(seed)
@@ -141,6 +138,10 @@ class Cockpit:
             self.log = self.run.start_log(meta, fsync_interval=fsync_interval)
             self.run.set_config(model=model_summary(model),
                                 optimizer=None if optimizer is None else run_optimizer(optimizer))
+        if doctor:  # through the package's public name: this module does not import the doctor
+            import activis
+
+            activis.watch(self)
 
     @staticmethod
     def _run_record(log_dir, name: str | None) -> Run | None:
@@ -247,8 +248,6 @@ class Cockpit:
         if bad:
             raise CockpitError(f"{bad} are quantity names; pick other names for metrics")
         self.log.append(step, {k: float(v) for k, v in values.items()})
-        if self.doctor is not None:
-            self.doctor.observe(step, {k: float(v) for k, v in values.items()})
 
     def log_eval(self, step: int, labels, scores, *, class_names=None, threshold: float | None = None) -> dict:
         """Evaluate predictions (labels, and one score per instance or per class, tensors or arrays) and

@@ -167,8 +167,6 @@ class Tracking:
         if earlier:
             arrays = {k: earlier.pop(k) for k in list(earlier) if k in cp.log.meta["arrays"]}
             cp.log.append(step - 1, earlier, arrays)
-            if cp.doctor is not None:
-                cp.doctor.observe(step - 1, earlier)
         if self.active:
             arrays = {k: values.pop(k) for k in list(values) if k in cp.log.meta["arrays"]}
             values["batch_size"] = ctx.batch_size
@@ -180,8 +178,6 @@ class Tracking:
             if "hess_diag" in ctx._cache and not isinstance(ctx._cache["hess_diag"], Unavailable):
                 values["hess_diag_method"] = cp.hess_method
             cp.log.append(step, values, arrays)
-            if cp.doctor is not None:
-                cp.doctor.observe(step, values)
 
     def _run(self, q: Quantity, values: dict, compute) -> None:
         try:

@@ -100,8 +100,9 @@ class CheckContext:
     """Everything a check reads, computed lazily and once."""
 
     def __init__(self, model: nn.Module, data: Data, loss_fn, optimizer, test_data, *, batch_size: int,
-                 seed: int, steps: int, train_seconds: float = 20.0):
+                 seed: int, steps: int, train_seconds: float = 20.0, scheduler=None):
         self.model, self.data, self.loss_fn, self.optimizer = model, data, loss_fn, optimizer
+        self.scheduler = scheduler
         self.test_data = test_data
         self.batch_size = min(batch_size, len(data.X))
         self.seed, self.steps = seed, steps
@@ -155,7 +156,7 @@ class CheckContext:
     def output(self, x: torch.Tensor | None = None, *, train: bool = False) -> torch.Tensor:
         x = self.x if x is None else x
         with _mode(self.model, train), torch.no_grad():
-            return _first_tensor(self.model(x))
+            return first_tensor(self.model(x))
 
     def loss(self, out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         return self.loss_fn(out, y)
@@ -169,7 +170,7 @@ class CheckContext:
                     p.grad = None
                 with _mode(self.model, True):
                     torch.manual_seed(self.seed)
-                    loss = self.loss(_first_tensor(self.model(self.x)), self.y)
+                    loss = self.loss(first_tensor(self.model(self.x)), self.y)
                     if loss.requires_grad:
                         loss.backward()
                 grads = {n: (None if p.grad is None else p.grad.detach().clone())
@@ -188,7 +189,7 @@ class CheckContext:
                 values = record_nodes(self.model, self.graph, self.x, keep_grad=True)
                 out = values.get(self.output_node()) if self.output_node() else None
                 if out is None:
-                    out = _first_tensor(self.model(self.x))
+                    out = first_tensor(self.model(self.x))
                 loss = self.loss(out, self.y)
                 tensors = [v for v in values.values() if v.requires_grad]
                 grads = torch.autograd.grad(loss, tensors, allow_unused=True) if loss.requires_grad else []
@@ -214,16 +215,20 @@ class CheckContext:
             torch.manual_seed(self.seed)
             opt = torch.optim.Adam(params, lr=lr)
             losses, held_losses = [], []
-            deadline = time.perf_counter() + self.train_seconds
+            start = time.perf_counter()
             for step in range(steps):
-                if time.perf_counter() > deadline:
+                spent = time.perf_counter() - start
+                # stop at the bound, or as soon as the first steps show the run cannot finish within it (a run
+                # cut short is skipped, not judged: better not to spend the time at all)
+                if spent > self.train_seconds or (step == 5 and stop_below is None
+                                                  and spent / 5 * steps > self.train_seconds):
                     self.out_of_time.add(key)
                     break
                 if held is not None and step % 5 == 0:
                     with torch.no_grad():
-                        held_losses.append(float(self.loss(_first_tensor(model(held[0])), held[1])))
+                        held_losses.append(float(self.loss(first_tensor(model(held[0])), held[1])))
                 opt.zero_grad(set_to_none=True)
-                loss = self.loss(_first_tensor(model(x)), y)
+                loss = self.loss(first_tensor(model(x)), y)
                 value = float(loss.detach())
                 losses.append(value)
                 if not np.isfinite(value) or not loss.requires_grad:
@@ -248,15 +253,27 @@ def _mode(model: nn.Module, train: bool):
             m.training = mode
 
 
-def _first_tensor(value):
+_OUTPUT_KEYS = ("logits", "logit", "output", "out", "prediction", "predictions", "y_hat", "scores")
+
+
+def first_tensor(value):
+    """The tensor a model's return value is judged on: itself, its ``logits`` (a dict or ModelOutput: the
+    loss or hidden states it may also carry are not the prediction), or the first tensor of a tuple."""
     if isinstance(value, torch.Tensor):
         return value
+    if isinstance(value, dict) or hasattr(value, "logits"):
+        get = value.get if isinstance(value, dict) else lambda k: getattr(value, k, None)
+        for key in _OUTPUT_KEYS:
+            if isinstance(get(key), torch.Tensor):
+                return get(key)
+        if isinstance(value, dict):
+            tensors = [v for v in value.values() if isinstance(v, torch.Tensor)]
+            if len(tensors) == 1:
+                return tensors[0]
+            raise DoctorError(f"the model returned a dict with keys {list(value)[:8]} and no 'logits': the doctor "
+                              "cannot tell which is the prediction; return the logits, or name them 'logits'")
     if isinstance(value, tuple | list) and value:
-        return _first_tensor(value[0])
-    if isinstance(value, dict) and value:
-        return _first_tensor(next(iter(value.values())))
-    if hasattr(value, "logits"):
-        return value.logits
+        return first_tensor(value[0])
     raise DoctorError(f"the model returned {type(value).__name__}; the doctor needs a tensor output")
 
 
@@ -301,7 +318,7 @@ def record_nodes(model: nn.Module, graph: ComputationGraph, x, keep_grad: bool =
             handles.append(mod.register_forward_hook(hook_for(path)))
     try:
         with torch.enable_grad() if keep_grad else contextlib.nullcontext():
-            out = _first_tensor(model(x))
+            out = first_tensor(model(x))
     finally:
         for h in handles:
             h.remove()

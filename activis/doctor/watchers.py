@@ -14,13 +14,11 @@ from __future__ import annotations
 import math
 import statistics
 from collections import deque
-from collections.abc import Callable
 
 import torch
 from torch import nn
 
-from ..run.log import layer_of
-from .findings import Finding, Report
+from .findings import Finding
 
 
 class Watcher:
@@ -28,24 +26,27 @@ class Watcher:
 
     id = ""
     title = ""
+    cause = ""  # what is wrong when it fires (`activis.doctor.diagnosis.CAUSES`)
 
-    def __init__(self, doctor: TrainingDoctor):
+    def __init__(self, doctor):
         self.doctor = doctor
 
     def observe(self, step: int, values: dict) -> list[Finding]:
         raise NotImplementedError
 
-    def finding(self, severity, message, change, step, *, evidence=None, place="model", where="", node=None):
-        return Finding(check=self.id, severity=severity, title=self.title, message=message,
-                       evidence=dict(evidence or {}), place=place, where=where, node=node, change=change, step=step)
+    def finding(self, severity, message, change, step, *, evidence=None, place="model", where="", node=None,
+                cause=None, title=None):
+        return Finding(check=self.id, severity=severity, title=title or self.title, message=message,
+                       evidence=dict(evidence or {}), place=place, where=where, node=node, change=change, step=step,
+                       cause=cause or self.cause)
 
 
-def _finite(v) -> bool:
+def finite(v) -> bool:
     return v is not None and math.isfinite(v)
 
 
 class LossNotFinite(Watcher):
-    id, title = "loss_not_finite", "NaN or Inf loss"
+    id, title, cause = "loss_not_finite", "NaN or Inf loss", "numerical"
 
     def observe(self, step, values):
         loss = values.get("Loss")
@@ -60,7 +61,7 @@ class LossNotFinite(Watcher):
 class Divergence(Watcher):
     """The loss climbs far above its best so far and stays there."""
 
-    id, title = "divergence", "Loss diverges"
+    id, title, cause = "divergence", "Loss diverges", "learning_rate_too_high"
     factor, patience = 10.0, 3
 
     def __init__(self, doctor):
@@ -69,7 +70,7 @@ class Divergence(Watcher):
 
     def observe(self, step, values):
         loss = values.get("Loss")
-        if not _finite(loss):
+        if not finite(loss):
             return []
         if self.first is None:
             self.first = loss
@@ -87,34 +88,35 @@ class Divergence(Watcher):
 
 
 class Plateau(Watcher):
-    """The smoothed loss stops falling while it is still above half its starting value."""
+    """The loss has stopped falling while it is still near where it started: the median of the last 25
+    losses is no lower than that of 25 losses 100 steps before. Medians, not single steps (mini-batch
+    noise), and counted only once a warm-up is over."""
 
-    id, title = "plateau", "Loss plateau"
-    window = 50
+    id, title, cause = "plateau", "Loss plateau", "learning_rate_too_low"
+    window, span = 25, 100
 
     def __init__(self, doctor):
         super().__init__(doctor)
-        self.ema, self.start, self.history = None, None, deque(maxlen=self.window + 1)
+        self.history: deque = deque(maxlen=self.span + self.window)
+        self.start = None
 
     def observe(self, step, values):
         loss = values.get("Loss")
-        if not _finite(loss):
+        if not finite(loss) or self.doctor.warming or self.doctor.annealed:
             return []
-        self.ema = loss if self.ema is None else 0.9 * self.ema + 0.1 * loss
-        self.history.append((step, self.ema))
-        if len(self.history) <= self.window // 5:
-            self.start = self.ema if len(self.history) == self.window // 5 else None
+        self.history.append((step, loss))
+        if self.start is None and len(self.history) == self.window:
+            self.start = statistics.median(v for _, v in self.history)
+        if len(self.history) < self.history.maxlen or self.start is None:
             return []
-        old_step, old = self.history[0]
-        if len(self.history) < self.window + 1 or self.start is None:
-            return []
-        change = (old - self.ema) / max(abs(old), 1e-12)
-        if change < 0.01 and self.ema > 0.5 * self.start:
-            return [self.finding("warning", f"Over {self.window} steps the smoothed loss fell by {change:.1%} "
-                                 f"and is still {self.ema / self.start:.0%} of where it started.",
+        losses = [v for _, v in self.history]
+        old, now = statistics.median(losses[: self.window]), statistics.median(losses[-self.window:])
+        if 0.98 * old <= now <= 1.1 * old and now > 0.8 * self.start:  # flat, not rising (a rise has other causes)
+            return [self.finding("warning", f"Over {self.span} steps the median loss went from {old:.4g} to {now:.4g}, "
+                                 f"still {now / self.start:.0%} of where it started.",
                                  "Raise the learning rate, check that gradients reach every layer (activis.checkup), "
-                                 "or change the optimizer.", old_step,
-                                 evidence={"relative_change": change, "loss": self.ema, "start_loss": self.start},
+                                 "or change the optimizer.", self.history[self.window][0],
+                                 evidence={"median_loss_before": old, "median_loss": now, "start_loss": self.start},
                                  place="optimizer")]
         return []
 
@@ -122,8 +124,8 @@ class Plateau(Watcher):
 class Oscillation(Watcher):
     """The loss zig-zags: successive changes alternate in sign with a large amplitude."""
 
-    id, title = "oscillation", "Loss oscillates"
-    window = 20
+    id, title, cause = "oscillation", "Loss oscillates", "learning_rate_too_high"
+    window = 30  # random mini-batch noise flips the sign of two thirds of the changes; a step too big, all
 
     def __init__(self, doctor):
         super().__init__(doctor)
@@ -131,7 +133,7 @@ class Oscillation(Watcher):
 
     def observe(self, step, values):
         loss = values.get("Loss")
-        if not _finite(loss):
+        if not finite(loss):
             return []
         self.losses.append(loss)
         if len(self.losses) < self.window:
@@ -139,7 +141,7 @@ class Oscillation(Watcher):
         diffs = [b - a for a, b in zip(self.losses, list(self.losses)[1:])]
         flips = sum(a * b < 0 for a, b in zip(diffs, diffs[1:])) / (len(diffs) - 1)
         amplitude = statistics.fmean(abs(d) for d in diffs) / max(statistics.fmean(self.losses), 1e-12)
-        if flips >= 0.85 and amplitude > 0.1:
+        if flips >= 0.95 and amplitude > 0.2:
             return [self.finding("warning", f"The loss went up and down in {flips:.0%} of the last {self.window} "
                                  f"steps, by {amplitude:.0%} of its size.",
                                  "Lower the learning rate, or use momentum/Adam with a smaller step.",
@@ -151,8 +153,8 @@ class Oscillation(Watcher):
 class AccuracyFlat(Watcher):
     """An accuracy metric (from ``log_metrics``) that has not improved over its first values."""
 
-    id, title = "accuracy_flat", "Accuracy not improving"
-    patience = 20
+    id, title, cause = "accuracy_flat", "Accuracy not improving", "capacity"
+    patience = 50
 
     def __init__(self, doctor):
         super().__init__(doctor)
@@ -160,7 +162,7 @@ class AccuracyFlat(Watcher):
 
     def observe(self, step, values):
         name = next((k for k in values if "acc" in k.lower() and isinstance(values[k], float | int)), None)
-        if name is None or not _finite(float(values[name])):
+        if self.doctor.warming or name is None or not finite(float(values[name])):
             return []
         self.values.append((step, float(values[name])))
         if len(self.values) < self.patience:
@@ -178,7 +180,7 @@ class AccuracyFlat(Watcher):
 class ExplodingGradients(Watcher):
     """A layer's gradient norm a thousand times its norm over the first steps, or not finite."""
 
-    id, title = "exploding_gradients", "Exploding gradients"
+    id, title, cause = "exploding_gradients", "Exploding gradients", "learning_rate_too_high"
     factor = 1e3
 
     def __init__(self, doctor):
@@ -190,13 +192,17 @@ class ExplodingGradients(Watcher):
         if not isinstance(norms, list):
             return []
         found = []
-        for layer, n in self.doctor.layer_norms(norms).items():
+        layers = self.doctor.layer_norms(norms)
+        for layer, n in layers.items():
             early = self.early.setdefault(layer, [])
             if len(early) < 5:
                 if math.isfinite(n):
                     early.append(n)
                 continue
-            base = statistics.median(early)
+            # a layer behind a zero-initialised head starts with no gradient at all: measured against the
+            # network's early gradients, not its own zero
+            base = max(statistics.median(early), 1e-2 * max(statistics.median(e) for e in self.early.values()
+                                                            if len(e) >= 5))
             if not math.isfinite(n) or (base > 0 and n > self.factor * base):
                 found.append(self.finding(
                     "error", f"The gradient of {layer} reached {n:.3g}, {n / base if base else math.inf:.3g} times "
@@ -210,7 +216,8 @@ class ExplodingGradients(Watcher):
 class VanishingGradients(Watcher):
     """The first layer's gradient a thousandth of the last layer's and tiny (AutoTrainer's rule), for 5 steps."""
 
-    id, title = "vanishing_gradients", "Vanishing gradients"
+    id, title, cause = "vanishing_gradients", "Vanishing gradients", "vanishing_gradients"
+    patience = 20  # a zero-initialised head holds the early layers' gradients at 0 for the first steps
 
     def __init__(self, doctor):
         super().__init__(doctor)
@@ -225,7 +232,7 @@ class VanishingGradients(Watcher):
         if last > 0 and first / last < 1e-3 and first < 1e-4:
             self.since = step if self.since is None else self.since
             self.count += 1
-            if self.count >= 5:
+            if self.count >= self.patience:
                 layer = self.doctor.layers[0]
                 return [self.finding(
                     "warning", f"The gradient of the first layer ({layer}) is {first / last:.2g} times the last "
@@ -240,36 +247,52 @@ class VanishingGradients(Watcher):
 
 class UpdateBlindSpots(Watcher):
     """Parameters whose relative update ||dtheta|| / ||theta|| stays below 1e-5 (DeepInsight's blind spots), or
-    above 0.1, over 20 tracked steps."""
+    above 0.1, over 20 tracked steps; or one of the first updates above half the layer's size (a step that
+    large throws the layer away: its ReLUs die and it then stalls, which must not read as "too low")."""
 
-    id, title = "update_size", "Weight-change blind spots"
+    id, title, cause = "update_size", "Weight-change blind spots", "learning_rate_too_low"
     window, low, high = 20, 1e-5, 0.1
+    settle = 50  # steps before "too large" is judged: a zero-initialised layer's first updates are all it is
+    blowup = 0.5
 
     def __init__(self, doctor):
         super().__init__(doctor)
         self.ratios: dict[str, deque] = {}
         self.calls, self.norms = 0, []
+        norms = torch._foreach_norm([p.detach() for _, p in doctor.params])
+        self.initial = doctor.layer_norms([float(n) for n in norms])  # a zero-initialised layer has no size to lose
 
     def observe(self, step, values):
         updates = values.get("UpdateSize")
-        if not isinstance(updates, list):
-            return []
+        if not isinstance(updates, list) or self.doctor.warming or not any(u for u in updates if finite(u)):
+            return []  # no step at all here (gradient accumulation): MissingStep's business
         if self.calls % 10 == 0:  # ||theta|| moves slowly: one pass over the parameters every 10 steps
             self.norms = [float(n) for n in torch._foreach_norm([p.detach() for _, p in self.doctor.params])]
         self.calls += 1
         norms = self.norms
-        per_layer: dict[str, list[float]] = {}
-        for name, u, n in zip(self.doctor.names, updates, norms):
-            if n > 1e-8 and math.isfinite(u):
-                per_layer.setdefault(layer_of(name), []).append(u / n)
+        per_layer: dict[str, list[float]] = {}  # the layer's ||dtheta||^2 and ||theta||^2: a zero-initialised
+        for name, u, n in zip(self.doctor.names, updates, norms):  # bias does not speak for its weight
+            if math.isfinite(u):
+                sums = per_layer.setdefault(self.doctor.layer(name), [0.0, 0.0])
+                sums[0] += u * u
+                sums[1] += n * n
         found = []
-        for layer, ratios in per_layer.items():
+        for layer, (moved, size) in per_layer.items():
+            if size <= 1e-16:
+                continue
             history = self.ratios.setdefault(layer, deque(maxlen=self.window))
-            history.append(max(ratios))
+            history.append(math.sqrt(moved / size))
+            if self.calls <= 10 and history[-1] > self.blowup and self.initial.get(layer, 0) > 1e-6:
+                found.append(self.finding(
+                    "error", f"At step {step} one update changed {layer}'s weights by {history[-1]:.2g} of their "
+                    "size: the learning rate is far too high (layers thrown this far stop learning).",
+                    "Lower the learning rate by 10x or more, add warm-up.", step,
+                    evidence={"relative_update": history[-1]}, place="optimizer", where=layer, node=layer,
+                    cause="learning_rate_too_high"))
             if len(history) < self.window:
                 continue
             median = statistics.median(history)
-            if median < self.low or median > self.high:
+            if (median < self.low and not self.doctor.annealed) or (median > self.high and self.calls > self.settle):
                 stalled = median < self.low
                 found.append(self.finding(
                     "warning", f"{layer}'s weights change by {median:.2g} of their size per step "
@@ -278,14 +301,14 @@ class UpdateBlindSpots(Watcher):
                      "check that gradients reach them." if stalled else
                      "Lower the learning rate for this layer, or add warm-up."),
                     step - self.window + 1, evidence={"median_relative_update": median}, place="module",
-                    where=layer, node=layer))
+                    where=layer, node=layer, cause=None if stalled else "learning_rate_too_high"))
         return found
 
 
 class StepSize(Watcher):
     """The Cockpit's alpha: the median over 20 steps well above 1 (each step overshoots the valley)."""
 
-    id, title = "step_size", "Step size overshoots or crawls"
+    id, title, cause = "step_size", "Step size overshoots or crawls", "learning_rate_too_high"
     window = 20
 
     def __init__(self, doctor):
@@ -294,7 +317,7 @@ class StepSize(Watcher):
 
     def observe(self, step, values):
         alpha = values.get("Alpha")
-        if not _finite(alpha):
+        if not finite(alpha):
             return []
         self.alphas.append((step, alpha))
         if len(self.alphas) < self.window:
@@ -308,14 +331,14 @@ class StepSize(Watcher):
         if median < -0.95:
             return [self.finding("note", f"The median alpha over {self.window} steps is {median:.2f}: the steps "
                                  "crawl downhill.", "A larger learning rate may train faster.", self.alphas[0][0],
-                                 evidence={"median_alpha": median}, place="optimizer")]
+                                 evidence={"median_alpha": median}, place="optimizer", cause="learning_rate_too_low")]
         return []
 
 
 class DyingReLUs(Watcher):
     """The share of a ReLU's units that were never active over a window of training steps grows past 50 %."""
 
-    id, title = "dying_relus", "ReLUs dying"
+    id, title, cause = "dying_relus", "ReLUs dying", "dead_units"
     window = 20
 
     def __init__(self, doctor):
@@ -365,63 +388,8 @@ class DyingReLUs(Watcher):
             h.remove()
 
 
-WATCHERS = [LossNotFinite, Divergence, Plateau, Oscillation, AccuracyFlat, ExplodingGradients, VanishingGradients,
+
+
+# the watchers that read only the step log's readings (the others also watch the loop: `activis.doctor.live`)
+READINGS = [LossNotFinite, Divergence, Plateau, Oscillation, AccuracyFlat, ExplodingGradients, VanishingGradients,
             UpdateBlindSpots, StepSize, DyingReLUs]
-
-
-class TrainingDoctor:
-    """The watchers of one training run; ``cockpit.doctor`` when the cockpit was made with ``doctor=True``.
-
-    ``findings`` grows as problems appear (each reported once per place); ``subscribe(callback)``
-    calls ``callback(finding)`` for each new one; ``report()`` gives them as a `Report`.
-    """
-
-    def __init__(self, model: nn.Module, params: list[tuple[str, torch.nn.Parameter]], watchers=None):
-        self.model, self.params = model, params
-        self.names = [n for n, _ in params]
-        self.layers = list(dict.fromkeys(layer_of(n) for n in self.names))
-        self._sizes = {}
-        for n, p in params:
-            self._sizes[layer_of(n)] = self._sizes.get(layer_of(n), 0) + p.numel()
-        self.watchers = [w(self) for w in (watchers or WATCHERS)]
-        self.findings: list[Finding] = []
-        self.skipped: dict[str, str] = {}
-        self._reported: set[tuple[str, str]] = set()
-        self._listeners: list[Callable[[Finding], None]] = []
-
-    def layer_norms(self, norms: list[float], rms: bool = False) -> dict[str, float]:
-        """Per-parameter norms combined per layer: the layer's norm, or its root mean square per element."""
-        sq: dict[str, float] = {}
-        for name, v in zip(self.names, norms):
-            sq[layer_of(name)] = sq.get(layer_of(name), 0.0) + float(v) ** 2
-        return {k: math.sqrt(v / (self._sizes[k] if rms else 1)) for k, v in sq.items()}
-
-    def observe(self, step: int, values: dict) -> None:
-        """Hand the watchers one step's readings; never raises."""
-        for w in self.watchers:
-            if w.id in self.skipped:
-                continue
-            try:
-                new = w.observe(step, values)
-            except Exception as e:  # noqa: BLE001 - findings never block training
-                self.skipped[w.id] = f"could not run: {type(e).__name__}: {e}"
-                continue
-            for f in new:
-                key = (f.check, f.where)
-                if key not in self._reported:
-                    self._reported.add(key)
-                    self.findings.append(f)
-                    for callback in list(self._listeners):
-                        callback(f)
-
-    def subscribe(self, callback: Callable[[Finding], None]) -> Callable[[], None]:
-        self._listeners.append(callback)
-        return lambda: self._listeners.remove(callback) if callback in self._listeners else None
-
-    def report(self) -> Report:
-        return Report(self.findings, self.skipped, [w.id for w in self.watchers if w.id not in self.skipped])
-
-    def close(self) -> None:
-        for w in self.watchers:
-            if hasattr(w, "close"):
-                w.close()

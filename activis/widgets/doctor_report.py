@@ -38,6 +38,7 @@ class DoctorReport(View):
     selected_finding = traitlets.Int(-1).tag(sync=True)
 
     def __init__(self, source, *, graph=None, **kwargs):
+        """One row per diagnosis (findings sharing a cause merged; the others listed as its symptoms)."""
         doctor = getattr(source, "doctor", source)
         if not isinstance(doctor, Report) and not hasattr(doctor, "report"):
             raise ViewError("DoctorReport shows a Report (activis.checkup), a Cockpit made with doctor=True or its "
@@ -61,14 +62,17 @@ class DoctorReport(View):
         with self._lock:
             self._report = report
             rows = []
-            for i, f in enumerate(report.findings):
-                rows.append({"index": i, "check": f.check, "severity": f.severity, "title": f.title,
-                             "message": f.message, "evidence": f.evidence_text(), "place": f.place_text(),
-                             "node": f.node or "", "change": f.change,
-                             "step": -1 if f.step is None else int(f.step), "keys": self._keys(f)})
+            for i, d in enumerate(report.diagnoses):  # one row per cause; its other findings are symptoms
+                f = d.lead
+                rows.append({"index": i, "check": f.check, "cause": d.cause, "severity": d.severity,
+                             "title": d.title, "message": f.message, "evidence": f.evidence_text(),
+                             "place": f.place_text(), "node": f.node or "", "change": f.change,
+                             "step": -1 if d.step is None else int(d.step), "keys": self._keys(f),
+                             "symptoms": [f"{s.title}: {s.message}" for s in d.symptoms]})
             with self.hold_sync():
                 self.findings = rows
-                self.skipped = [{"check": c, "reason": r} for c, r in report.skipped.items()]
+                self.skipped = ([{"check": c, "reason": f"COULD NOT RUN: {r}"} for c, r in report.failed.items()]
+                                + [{"check": c, "reason": r} for c, r in report.skipped.items()])
                 self.summary = report.summary()
                 self.markers = report.markers()
 

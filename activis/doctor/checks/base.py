@@ -14,14 +14,16 @@ class Check:
 
     id = ""
     title = ""
+    cause = ""  # what is wrong when this check fires (`activis.doctor.diagnosis.CAUSES`)
 
     def run(self, ctx) -> list[Finding]:
         raise NotImplementedError
 
     def finding(self, severity: str, message: str, change: str, *, evidence=None, place: str = "model",
-                where: str = "", node: str | None = None) -> Finding:
+                where: str = "", node: str | None = None, cause: str = "") -> Finding:
         return Finding(check=self.id, severity=severity, title=self.title, message=message,
-                       evidence=dict(evidence or {}), place=place, where=where, node=node, change=change)
+                       evidence=dict(evidence or {}), place=place, where=where, node=node, change=change,
+                       cause=cause or self.cause)
 
 
 def kind_of(node) -> str:
@@ -44,3 +46,11 @@ def reachable_from_input(graph) -> set[str]:
         if any(i in reached for i in n.inputs):
             reached.add(n.name)
     return reached
+
+
+def zero_initialised(model) -> set[str]:
+    """The modules whose weight is all zeros on purpose (a zero-initialised head, a residual branch's last
+    BatchNorm scale): what they hide from the input and the gradient is their design, not a bug."""
+    return {path for path, m in model.named_modules()
+            if getattr(m, "weight", None) is not None and hasattr(m.weight, "abs") and m.weight.numel()
+            and not bool(m.weight.detach().abs().sum())}

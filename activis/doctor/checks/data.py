@@ -37,6 +37,7 @@ class InputScale(Check):
     """Float input features near unit scale, not spread over orders of magnitude (raw 0-255 pixels, ...)."""
 
     id, title = "input_scale", "Unscaled inputs"
+    cause = "input_scale"
 
     def run(self, ctx):
         X = ctx.data.X
@@ -75,6 +76,7 @@ class BatchLabels(Check):
     """Batches of one label only (sorted data, or a rare class split off)."""
 
     id, title = "batch_labels", "Single-label batches"
+    cause = "data_order"
 
     def run(self, ctx):
         if not ctx.data.batches:
@@ -105,6 +107,7 @@ class BatchWeights(Check):
     """Sample weights that zero a whole batch, or a whole class."""
 
     id, title = "batch_weights", "Zero-weight batches"
+    cause = "sample_weights"
 
     def run(self, ctx):
         W = ctx.data.W
@@ -138,6 +141,7 @@ class DataOrder(Check):
     """Data sorted by label and not shuffled: every batch sees a narrow slice of the targets."""
 
     id, title = "data_order", "Sorted, unshuffled data"
+    cause = "data_order"
 
     def run(self, ctx):
         loader = ctx.data.loader
@@ -166,6 +170,7 @@ class ConflictingDuplicates(Check):
     """The same input with different labels: the loss cannot reach zero, and the labels may be noisy."""
 
     id, title = "conflicting_duplicates", "Duplicate inputs with conflicting labels"
+    cause = "conflicting_labels"
 
     def run(self, ctx):
         X, Y = ctx.data.order_X, ctx.data.order_Y
@@ -182,23 +187,52 @@ class ConflictingDuplicates(Check):
 
 
 class TrainTestOverlap(Check):
-    """Samples of the test set that are also in the training set."""
+    """Test samples that are also in the training set, exactly or nearly (a copy with rounding noise,
+    re-encoded, resized): a test row whose nearest training row is far closer than training rows are to
+    each other."""
 
     id, title = "train_test_overlap", "Training and test sets overlap"
+    cause = "train_test_overlap"
+    closeness = 0.05  # of the median distance between a training row and its nearest other training row
 
     def run(self, ctx):
         test = ctx.test_data
         if test is None:
             raise Skip("no test data given (pass test_data=...)")
-        train_keys = set(bytes(k) for k in row_keys(ctx.data.order_X.float()))
-        test_keys = [bytes(k) for k in row_keys(test.order_X.float())]
-        shared = sum(k in train_keys for k in test_keys)
-        if not shared:
+        train = ctx.data.order_X.reshape(len(ctx.data.order_X), -1).float()[:4000]
+        tx = test.order_X.reshape(len(test.order_X), -1).float()[:1000]
+        if train.shape[1] != tx.shape[1]:
+            raise Skip(f"training rows have {train.shape[1]} values, test rows {tx.shape[1]}")
+        mean, std = train.mean(0), train.std(0)
+        scale = torch.where(std > 0, std, torch.ones_like(std))
+        a, b = (train - mean) / scale, (tx - mean) / scale
+        to_train = _nearest(b, a)
+        within = _nearest(a[:1000], a, exclude_self=True)
+        typical = float(within.median())
+        limit = max(self.closeness * typical, 1e-6 * a.shape[1] ** 0.5)
+        close = to_train <= limit
+        shared = int(close.sum())
+        share = shared / len(tx)
+        if share < 0.01:
             return []
-        share = shared / len(test_keys)
+        exact = int((to_train == 0).sum())
         return [self.finding(
             "error" if share >= 0.05 else "warning",
-            f"{shared} test samples ({share:.1%}) are also in the training data: the test score is inflated.",
-            "Split before any augmentation or duplication, deduplicate, and split by a group key if samples "
-            "come in groups.", evidence={"shared_samples": shared, "test_samples": len(test_keys)},
+            f"{shared} test samples ({share:.1%}) are in the training data ({exact} exactly, "
+            f"{shared - exact} up to small noise): the test score is inflated.",
+            "Split before any augmentation or duplication, deduplicate (after rounding), and split by a group "
+            "key if samples come in groups.", evidence={"shared_samples": shared, "exact": exact,
+                                                     "test_samples": len(tx), "typical_distance": typical},
             place="data", where="test_data")]
+
+
+def _nearest(queries: torch.Tensor, rows: torch.Tensor, exclude_self: bool = False) -> torch.Tensor:
+    """Each query's distance to its nearest row, in chunks (no queries x rows matrix of the whole data)."""
+    best = []
+    for start in range(0, len(queries), 256):
+        d = torch.cdist(queries[start:start + 256], rows)
+        if exclude_self:
+            idx = torch.arange(start, start + len(d))
+            d[torch.arange(len(d)), idx] = float("inf")
+        best.append(d.min(1).values)
+    return torch.cat(best)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 
 from ..context import same_rows
-from .base import Check, Skip, consumers, kind_of, reachable_from_input
+from .base import Check, Skip, consumers, kind_of, reachable_from_input, zero_initialised
 
 # operations whose output carries no gradient back to their input
 _CUTS = {"detach", "argmax", "argmin", "round", "floor", "ceil", "sign", "eq", "ne", "gt", "ge", "lt", "le",
@@ -17,6 +17,7 @@ class InputDependence(Check):
     """Two different samples must give two different outputs; where they become equal, information is lost."""
 
     id, title = "input_dependence", "Output does not depend on the input"
+    cause = "information_lost"
 
     def run(self, ctx):
         x, batch = ctx.x, len(ctx.x)
@@ -25,7 +26,7 @@ class InputDependence(Check):
         values = ctx.record(x)
         out_name = ctx.output_node()
         out = values.get(out_name)
-        if out is None or same_rows(out, batch) is not True:
+        if out is None or same_rows(out, batch) is not True or zero_initialised(ctx.model):
             return []
         reached = reachable_from_input(ctx.graph)
         lost = None
@@ -57,6 +58,7 @@ class GradientCoverage(Check):
     """After one backward pass every trainable parameter has a gradient, and not an all-zero one."""
 
     id, title = "gradient_coverage", "Parameters without gradient"
+    cause = "gradient_cut"
 
     def run(self, ctx):
         loss, grads = ctx.one_backward()
@@ -68,8 +70,9 @@ class GradientCoverage(Check):
         if not torch.isfinite(loss):
             raise Skip("the loss is not finite (see non_finite)")
         by_module: dict[str, list[tuple[str, str]]] = {}
+        zeroed = bool(zero_initialised(ctx.model))  # a zero-initialised layer downstream zeroes these on purpose
         for name, g in grads.items():
-            state = "none" if g is None else "zero" if bool((g == 0).all()) else None
+            state = "none" if g is None else "zero" if bool((g == 0).all()) and not zeroed else None
             if state:
                 by_module.setdefault(name.rsplit(".", 1)[0] if "." in name else "", []).append((name, state))
         if not by_module:
@@ -120,6 +123,7 @@ class Randomness(Check):
     """In eval mode the same input gives the same output; in training mode, the same under a fixed seed."""
 
     id, title = "randomness", "Randomness left on"
+    cause = "randomness"
 
     def run(self, ctx):
         findings = []

@@ -16,6 +16,7 @@ class OverfitBatch(Check):
     Samples whose input also appears with another label are left out: they set a floor above zero."""
 
     id, title = "overfit_batch", "Cannot overfit one small batch"
+    cause = "capacity"
     target = 0.05  # of the first loss
 
     def run(self, ctx):
@@ -25,6 +26,8 @@ class OverfitBatch(Check):
             x, y = x[~conflicting], y[~conflicting]
         if len(x) < 2:
             raise Skip("fewer than 2 samples without conflicting labels")
+        if y.dtype.is_floating_point and y.dim() >= 2 and bool(((y > 0) & (y < 1)).any()):
+            raise Skip("soft targets (mixup, distillation) keep the loss above zero")
         model, losses = ctx.trained_copy(x, y, ctx.steps, stop_below=lambda first: self.target * first)
         if not losses:
             raise Skip("stopped by train_seconds before the first step; give checkup more train_seconds")
@@ -32,7 +35,10 @@ class OverfitBatch(Check):
         if not math.isfinite(first) or first <= 0:
             raise Skip(f"the first loss is {first:.4g}, not positive (see loss_sign, non_finite)")
         last = losses[-1]
-        reached = math.isfinite(last) and min(losses) <= self.target * first
+        floor = _floor(ctx.loss_fn, ctx.output(x[:1]))
+        reached = math.isfinite(last) and min(losses) <= floor + self.target * (first - floor)
+        if not reached and any(not p.requires_grad for p in ctx.model.parameters()):
+            raise Skip("part of the model is frozen on purpose: it need not memorise a batch")
         if reached:
             return []
         if ctx.out_of_time:
@@ -53,10 +59,13 @@ class LabelCoupling(Check):
     copy trained on shuffled labels does, and better than the base rate."""
 
     id, title = "label_coupling", "Labels decoupled from inputs"
+    cause = "labels_decoupled"
     steps = 150
 
     def run(self, ctx):
         X, Y = ctx.data.X, ctx.data.Y
+        if any(not p.requires_grad for p in ctx.model.parameters()):
+            raise Skip("part of the model is frozen on purpose: a short run on a copy says little about it")
         n = min(len(X), 400)
         if n < 60:
             raise Skip(f"needs at least 60 samples to hold some out, got {len(X)}")
@@ -91,15 +100,25 @@ class LabelCoupling(Check):
             evidence=evidence, place="data", where="labels")]
 
 
+def _floor(loss_fn, out) -> float:
+    """The lowest loss reachable: 0, or label smoothing's entropy (Karpathy's floor for cross-entropy)."""
+    eps = float(getattr(loss_fn, "label_smoothing", 0.0) or 0.0)
+    if eps <= 0 or out.dim() < 2:
+        return 0.0
+    c = out.shape[1]
+    high, low = 1 - eps + eps / c, eps / c
+    return -(high * math.log(high) + (c - 1) * low * math.log(low))
+
+
 def _best(curve: list[float]) -> float:
     finite = [v for v in curve if math.isfinite(v)]
     return min(finite) if finite else math.nan
 
 
 def _out(model, x):
-    from ..context import _first_tensor
+    from ..context import first_tensor
 
-    return _first_tensor(model(x))
+    return first_tensor(model(x))
 
 
 def _base_rate_loss(ctx, out: torch.Tensor, yt: torch.Tensor, yh: torch.Tensor) -> float | None:

@@ -7,7 +7,7 @@ import math
 
 import torch
 
-from .base import Check, kind_of
+from .base import Check, kind_of, zero_initialised
 
 _PARAMETRISED = ("linear", "conv1d", "conv2d", "conv3d", "bilinear")
 _UNBOUNDED = {"linear", "conv1d", "conv2d", "conv3d", "matmul", "mm", "bmm", "add", "sub", "mul", "input", "addmm"}
@@ -21,6 +21,7 @@ class NonFinite(Check):
     """No NaN or Inf in inputs, labels, node outputs, the loss or the gradients; where one appears first."""
 
     id, title = "non_finite", "NaN or Inf"
+    cause = "numerical"
     _change = ("Lower the learning rate, clip gradients, and keep exp/log/sqrt/division away from overflow and "
                "zero (clamp the argument, add an epsilon, use the stable torch forms).")
 
@@ -75,6 +76,7 @@ class UnstableMath(Check):
     """exp and log applied to values that can overflow or reach zero."""
 
     id, title = "unstable_math", "exp/log of unbounded values"
+    cause = "numerical"
 
     def run(self, ctx):
         values = ctx.record(ctx.x)
@@ -118,13 +120,15 @@ class InitScale(Check):
     """Activations and gradients keep their scale from layer to layer at initialisation."""
 
     id, title = "init_scale", "Initialisation scale"
+    cause = "initialisation"
     layer_gain = 30.0  # one layer scaling by more than this (or less than its inverse)
     total_gain = 1e3  # the whole stack
 
     def run(self, ctx):
         values, grads = ctx.gradient_records()
+        zeroed = zero_initialised(ctx.model)
         layers = [n for n in ctx.graph.nodes if n.op == "call_module" and kind_of(n) in _PARAMETRISED
-                  and n.name in values and n.inputs and n.inputs[0] in values]
+                  and n.name in values and n.inputs and n.inputs[0] in values and n.target not in zeroed]
         if len(layers) < 2:
             return []
         gains = []
@@ -146,7 +150,7 @@ class InitScale(Check):
                 evidence={"layer_gain": gains[worst], "total_gain": total, "layers": len(layers)},
                 place="node", where=n.name, node=n.name)]
         with_grads = [n for n in layers if n.name in grads]
-        if len(with_grads) < 2 or not _chain(ctx.graph, [n.name for n in with_grads]):
+        if zeroed or len(with_grads) < 2 or not _chain(ctx.graph, [n.name for n in with_grads]):
             return []  # along parallel branches (attention's query, key, value) depth has no one direction
         first, last = _rms(grads[with_grads[0].name]), _rms(grads[with_grads[-1].name])
         ratio = first / last if last > 0 else math.inf
@@ -158,7 +162,8 @@ class InitScale(Check):
             "warning", f"Gradients {way} towards the input: the first layer's is {ratio:.3g} times the last's.",
             "Use ReLU-family activations with He initialisation, normalisation layers or residual connections; "
             "clip gradients if they explode.",
-            evidence={"first_over_last": ratio, "layers": len(with_grads)}, place="node", where=n.name, node=n.name)]
+            evidence={"first_over_last": ratio, "layers": len(with_grads)}, place="node", where=n.name, node=n.name,
+            cause="vanishing_gradients" if ratio < 1 else "initialisation")]
 
 
 def _chain(graph, names: list[str]) -> bool:
@@ -177,6 +182,7 @@ class Saturation(Check):
     """Sigmoid and tanh inputs mostly in the flat tails (|z| > 5 for sigmoid, > 3 for tanh)."""
 
     id, title = "saturation", "Saturated activations"
+    cause = "saturation"
     tails = {"sigmoid": 5.0, "tanh": 3.0}
     fraction = 0.5
 
@@ -207,6 +213,7 @@ class DeadReLU(Check):
     on the digits (30 seeds), He initialisation fewer; a bias or weight scale gone wrong, most or all."""
 
     id, title = "dead_relu", "Dead ReLUs"
+    cause = "dead_units"
     fraction = 0.4
 
     def run(self, ctx):

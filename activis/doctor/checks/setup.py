@@ -12,9 +12,10 @@ from .base import Check, Skip, kind_of
 
 
 class OptimizerAttached(Check):
-    """The optimizer holds this model's trainable parameters, all of them, with a non-zero learning rate."""
+    """The optimizer holds this model's trainable parameters, all of them (its settings: `OptimizerSettings`)."""
 
     id, title = "optimizer", "Optimizer not set up for this model"
+    cause = "optimizer_setup"
 
     def run(self, ctx):
         opt = ctx.optimizer
@@ -39,12 +40,6 @@ class OptimizerAttached(Check):
                 "Pass all of model.parameters() to the optimizer, or set requires_grad=False on deliberately "
                 "frozen ones.", evidence={"missing": len(missing), "trainable": len(trainable)}, place="optimizer",
                 where=missing[0]))
-        zero = [i for i, g in enumerate(opt.param_groups) if g.get("lr", 1.0) == 0 and g["params"]]
-        if zero:
-            findings.append(self.finding(
-                "error", f"The learning rate is 0 in parameter group(s) {zero}: those parameters never move.",
-                "Set a positive learning rate (for Adam, 1e-3 is a common start; for SGD, 1e-2 to 1e-1).",
-                evidence={"groups_with_zero_lr": len(zero)}, place="optimizer"))
         return findings
 
 
@@ -52,6 +47,7 @@ class LossShapes(Check):
     """Prediction and target have shapes the loss does not silently broadcast ((N, 1) against (N,))."""
 
     id, title = "loss_shapes", "Prediction and target shapes broadcast in the loss"
+    cause = "loss_function"
 
     def run(self, ctx):
         out, y = ctx.output(), ctx.y
@@ -88,11 +84,15 @@ class LossSign(Check):
     """The loss is smallest at perfect predictions, larger at wrong ones, and finite at extreme ones."""
 
     id, title = "loss_sign", "Loss is not minimal at perfect predictions"
+    cause = "loss_function"
 
     def run(self, ctx):
         out, y = ctx.output(), ctx.y
         if not bool(torch.isfinite(out).all()):
             raise Skip("the model's output is not finite (see non_finite)")
+        if y.dtype.is_floating_point and y.shape == out.shape and out.dim() >= 2 and bool(
+                ((y > 0) & (y < 1)).any()) and not bool(torch.isin(y, torch.tensor([0.0, 1.0])).all()):
+            raise Skip("soft targets (mixup, distillation): no one prediction is perfect for them")
         perfect, wrong = _ideal_predictions(out, y)
         with torch.no_grad():
             at_init = float(ctx.loss(out, y))
@@ -144,6 +144,7 @@ class DoubleSoftmax(Check):
     """A softmax or sigmoid at the output, before a loss that applies its own (cross-entropy from logits)."""
 
     id, title = "double_softmax", "Output activation applied twice"
+    cause = "output_activation"
 
     def run(self, ctx):
         loss = ctx.loss_fn

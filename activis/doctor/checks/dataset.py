@@ -1,0 +1,184 @@
+"""The data as a model meets it: one feature that gives the label away, blank samples, batches of one
+into BatchNorm, and a sample's output that changes with the rest of its batch."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch import nn
+
+from .base import Check, Skip
+
+
+def _stump_accuracy(feature: np.ndarray, labels: np.ndarray, classes: int) -> float:
+    """How well the label is predicted from this one feature alone: the majority label per quantile bin."""
+    _, bins = np.unique(feature, return_inverse=True)
+    if bins.max() + 1 > 4 * classes:  # a continuous feature: quantile bins
+        edges = np.quantile(feature, np.linspace(0, 1, 4 * classes + 1)[1:-1])
+        bins = np.searchsorted(edges, feature)
+    table = np.zeros((bins.max() + 1, classes))
+    np.add.at(table, (bins, labels), 1)
+    return float(table.max(1).sum() / len(labels))
+
+
+class Leakage(Check):
+    """A single input feature that predicts the label on its own (the label, or something computed from it,
+    left among the features)."""
+
+    id, title = "leakage", "A feature leaks the label"
+    cause = "leakage"
+    accuracy = 0.995
+
+    def run(self, ctx):
+        X, Y = ctx.data.order_X, ctx.data.order_Y
+        if X.dim() != 2 or X.shape[1] > 2000 or len(X) < 100 or Y.dim() != 1:
+            raise Skip("needs tabular inputs (samples x features, at most 2000) and one target per sample")
+        x = X.double().numpy()
+        if ctx.data.classification:
+            labels = Y.numpy()
+            _, labels = np.unique(labels, return_inverse=True)
+            classes = labels.max() + 1
+            base = np.bincount(labels).max() / len(labels)
+            if classes < 2 or base > 0.9:
+                raise Skip("one class holds over 90 % of the samples")
+            scores = [_stump_accuracy(x[:, j], labels, classes) for j in range(x.shape[1])]
+            threshold = self.accuracy
+        else:
+            y = Y.double().numpy()
+            spread = x.std(0)
+            if y.std() == 0:
+                raise Skip("every target is the same")
+            scores = [abs(np.corrcoef(x[:, j], y)[0, 1]) if spread[j] > 0 else 0.0 for j in range(x.shape[1])]
+            threshold = 0.999
+        best = int(np.nanargmax(scores))
+        if scores[best] < threshold or x.shape[1] < 2:
+            return []
+        what = "accuracy" if ctx.data.classification else "|correlation|"
+        return [self.finding(
+            "error", f"Feature {best} alone predicts the target ({what} {scores[best]:.3f}): the label, or "
+            "something computed from it, is among the inputs.",
+            f"Remove feature {best} (and anything derived from the label or recorded after it) from the inputs.",
+            evidence={"feature": best, "score": scores[best], "features": x.shape[1]},
+            place="data", where=f"feature {best}", node=ctx.input_node())]
+
+
+class BlankInputs(Check):
+    """Samples whose every value is the same (all zeros, all padding): images that failed to load, empty texts."""
+
+    id, title = "blank_inputs", "Blank inputs"
+    cause = "blank_inputs"
+    share = 0.02
+
+    def run(self, ctx):
+        X = ctx.data.order_X
+        flat = X.reshape(len(X), -1)
+        if flat.shape[1] < 4:
+            raise Skip("fewer than 4 values per sample")
+        blank = (flat == flat[:, :1]).all(1)
+        count = int(blank.sum())
+        if count / len(X) <= self.share:
+            return []
+        value = float(flat[blank][0, 0])
+        return [self.finding(
+            "warning" if count < len(X) else "error",
+            f"{count} of {len(X)} samples ({count / len(X):.0%}) are blank: every value is {value:g}.",
+            "Find where these samples lose their content (failed image loads, empty texts, a wrong column) and "
+            "drop or repair them.", evidence={"blank_samples": count, "samples": len(X), "value": value},
+            place="data", where="inputs", node=ctx.input_node())]
+
+
+class BatchNormBatchOfOne(Check):
+    """BatchNorm in training mode on a batch of one sample: its statistics are that sample (BatchNorm1d raises);
+    the loader's last batch counts too."""
+
+    id, title = "batchnorm_batch_of_one", "BatchNorm gets batches of one"
+    cause = "batchnorm_batch_of_one"
+
+    def run(self, ctx):
+        norms = [n for n, m in ctx.model.named_modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
+        if not norms:
+            raise Skip("the model has no BatchNorm")
+        loader = ctx.data.loader
+        if loader is None or loader.batch_size is None:
+            raise Skip("needs the DataLoader to see the batch sizes")
+        size = loader.batch_size
+        try:
+            n = len(loader.dataset)
+        except TypeError:
+            raise Skip("the dataset has no length") from None
+        last = n % size if not loader.drop_last else size
+        if size > 1 and last != 1:
+            return []
+        which = "every batch" if size == 1 else f"the last batch of each epoch ({n} samples, batches of {size})"
+        return [self.finding(
+            "error", f"{which} holds one sample, and {norms[0]} normalises over the batch: the sample is "
+            "normalised to zero (BatchNorm1d raises at that batch).",
+            "Use batches of 2 or more, and drop_last=True in the DataLoader (or GroupNorm/LayerNorm).",
+            evidence={"batch_size": size, "samples": n, "last_batch": last},
+            place="loader", where=norms[0], node=ctx.node_of_module(norms[0]))]
+
+
+class BatchDependence(Check):
+    """In eval mode a sample's output does not depend on the other samples of its batch (Karpathy's check):
+    a reshape that mixes samples, a normalisation or softmax over the batch dimension."""
+
+    id, title = "batch_dependence", "A sample's output depends on its batch"
+    cause = "batch_dependence"
+
+    def run(self, ctx):
+        x = ctx.x[:16]
+        if len(x) < 4:
+            raise Skip("needs a batch of at least 4")
+        values = ctx.record(x)
+        out = values.get(ctx.output_node())
+        if out is None:
+            out = ctx.output(x)
+        alone = ctx.output(x[:1])
+        if not torch.equal(alone, ctx.output(x[:1])):
+            raise Skip("the output is random in eval mode (see randomness)")
+        out = out.detach().float()
+        if out.shape[0] != len(x) or alone.shape[1:] != out.shape[1:]:
+            raise Skip("the output has no batch dimension")
+        gap = float((alone.float() - out[:1]).abs().max())
+        scale = float(out.abs().max()) + 1e-6
+        if bool(torch.isfinite(out[:1]).all()) and not bool(torch.isfinite(alone).all()):
+            gap = float("inf")  # finite in a batch, NaN/Inf alone: a statistic over the batch (std of one sample)
+        if not gap > 1e-3 * scale:
+            return []
+        solo = ctx.record(x[:1])
+        node = None
+        for n in ctx.graph.nodes:
+            a, b = values.get(n.name), solo.get(n.name)
+            if a is None or b is None or a.dim() == 0 or b.shape[1:] != a.shape[1:] or a.shape[0] != len(x) \
+                    or not a.dtype.is_floating_point:
+                continue
+            differ = (a[:1] - b).abs()
+            if not bool(torch.isfinite(differ).all()) or float(differ.max()) > 1e-3 * (float(a.abs().max()) + 1e-6):
+                node = _mixer(ctx.graph, values, n.name, len(x)) or n.name
+                break
+        return [self.finding(
+            "error", f"Sample 0's output changes by {gap:.3g} when the rest of its batch changes (eval mode)"
+            + (f", from {node!r} on" if node else "") + ": samples mix.",
+            "Look for a view/reshape that should be a permute/transpose, a batch_first mismatch, or a "
+            "normalisation/softmax over dimension 0.", evidence={"difference": gap, "output_scale": scale},
+            place="node" if node else "model", where=node or "", node=node or ctx.output_node())]
+
+
+def _mixer(graph, values: dict, first_different: str, batch: int) -> str | None:
+    """The upstream node where the batch stops being the leading dimension (a reshape to time-major done with
+    view): the mix happens there, though rows can only be compared again further down."""
+    ancestors, frontier = set(), [first_different]
+    while frontier:
+        name = frontier.pop()
+        for i in graph.node(name).inputs:
+            if i not in ancestors:
+                ancestors.add(i)
+                frontier.append(i)
+    for n in graph.nodes:
+        v = values.get(n.name)
+        if n.name not in ancestors or not isinstance(v, torch.Tensor) or v.dim() == 0 or v.shape[0] == batch:
+            continue
+        fed = [values.get(i) for i in n.inputs]
+        if any(isinstance(f, torch.Tensor) and f.dim() and f.shape[0] == batch for f in fed):
+            return n.name
+    return None
