@@ -490,7 +490,7 @@ EVALUATION = [
     ("runs-parting-negative-rtol", lambda w: compare_runs({"a": w.log, "b": w.log}).parting("a", "b", rtol=-1),
      r"rtol is a tolerance, a number 0 or more, not -1"),
     ("volatility-window-one", lambda w: volatility(w.log, ["Loss"], window=1),
-     r"window is a whole number of evaluations, at least 2, not 1"),
+     r"window is a whole number of evaluations, at least 3, not 1"),
     ("volatility-window-float", lambda w: volatility(w.log, ["Loss"], window=2.5), r"window is a whole number"),
     ("volatility-threshold-nan", lambda w: volatility(w.log, ["Loss"], threshold=NAN),
      r"threshold is a positive number.*nan"),
