@@ -133,3 +133,30 @@ def test_a_structural_error_keeps_the_learning_checks_from_blaming_the_data():
     report = checkup(**case.build(bug=True), checks=["loss_sign", "overfit_batch", "label_coupling"])
     assert [d.cause for d in report.diagnoses] == ["loss_function"]
     assert "fix that first" in report.skipped["label_coupling"]
+
+
+class WithAux(nn.Module):
+    """Returns its logits beside something else, as many real models do."""
+
+    def __init__(self, as_dict: bool):
+        super().__init__()
+        self.net, self.as_dict = MLP(64, 10), as_dict
+
+    def forward(self, x):
+        logits = self.net(x)
+        return {"logits": logits, "aux": x.sum(1)} if self.as_dict else (logits, x.sum(1))
+
+
+@pytest.mark.parametrize("as_dict", [True, False])
+def test_a_loss_written_for_the_whole_output_still_runs_and_the_logits_are_judged(as_dict):
+    model = WithAux(as_dict)
+    key = "logits" if as_dict else 0
+    report = checkup(model, digits(), lambda out, y: nn.functional.cross_entropy(out[key], y),
+                     torch.optim.Adam(model.parameters(), 1e-3), checks=["loss_sign", "overfit_batch"])
+    assert not report.failed and report.ran
+
+
+def test_test_data_of_other_features_is_refused():
+    X, y = digits()
+    with pytest.raises(DoctorError, match=r"test_data's inputs have shape \[5\]"):
+        checkup(MLP(64, 10), (X, y), nn.CrossEntropyLoss(), test_data=(X[:, :5], y))

@@ -12,7 +12,7 @@ from torch import nn
 from .checks import BEFORE_TRAINING, CHECKS, LEARNING, Skip
 from .context import CheckContext, Data, first_tensor
 from .findings import DoctorError, Report
-from .preflight import preflight
+from .preflight import loss_on_prediction, preflight
 from .state import ModelState
 
 
@@ -66,6 +66,9 @@ def checkup(model: nn.Module, data, loss_fn, optimizer=None, *, scheduler=None, 
     chosen = _chosen(checks)
     sample = Data(data, max_samples, seed)
     test = Data(test_data, max_samples, seed) if test_data is not None else None
+    if test is not None and tuple(test.X.shape[1:]) != tuple(sample.X.shape[1:]):
+        raise DoctorError(f"test_data's inputs have shape {list(test.X.shape[1:])} per sample but data's have "
+                          f"{list(sample.X.shape[1:])}: give test_data from the same features as data")
     ctx = CheckContext(model, sample, loss_fn, optimizer, test, batch_size=batch_size, seed=seed, steps=steps,
                        train_seconds=train_seconds, scheduler=scheduler)
     findings, skipped, failed, ran, seconds = [], {}, {}, [], {}
@@ -75,6 +78,8 @@ def checkup(model: nn.Module, data, loss_fn, optimizer=None, *, scheduler=None, 
         torch.set_num_threads(threads)
     try:
         torch.manual_seed(seed)
+        ctx.loss_fn = loss_fn = loss_on_prediction(model, ctx.x, ctx.y, loss_fn, first_tensor)
+        state.restore()
         preflight(model, ctx.x, ctx.y, loss_fn, first_tensor)
         state.restore()
         for check_class in chosen:

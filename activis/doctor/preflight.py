@@ -162,3 +162,37 @@ def preflight(model: nn.Module, x: torch.Tensor, y: torch.Tensor, loss_fn, pick_
         raise _fail("The backward pass fails", f"{type(e).__name__}: {str(e).splitlines()[0][:200]}.",
                     "Look for in-place changes of tensors autograd needs (x += ..., relu_(), x[...] = ...) in "
                     "forward or the loss.", place="model", cause="backward") from e
+
+
+def loss_on_prediction(model: nn.Module, x: torch.Tensor, y: torch.Tensor, loss_fn, pick_output):
+    """The user's loss as the checks call it, ``loss(prediction, target)``. A loss written for the model's
+    whole return value (``out["logits"]``, ``out[0]``) gets each prediction put back in its place in a copy
+    of that value, so the checks can judge the logits without breaking the user's own loss."""
+    try:
+        with torch.no_grad():
+            raw = model(x)
+    except Exception:  # noqa: BLE001 - a model that cannot run: preflight names the module and the data
+        return loss_fn
+    if isinstance(raw, torch.Tensor):
+        return loss_fn
+    try:
+        prediction = pick_output(raw)
+        loss_fn(prediction, y)
+        return loss_fn
+    except Exception:  # noqa: BLE001 - then the loss may take the whole return value
+        pass
+    try:
+        loss_fn(raw, y)
+    except Exception:  # noqa: BLE001 - it takes neither: preflight says why
+        return loss_fn
+
+    def put_back(value, new):
+        if isinstance(value, tuple | list):
+            return type(value)(new if v is prediction else v for v in value) if any(v is prediction for v in value) \
+                else type(value)([put_back(value[0], new), *value[1:]])
+        if isinstance(value, dict):
+            return {k: new if v is prediction else v for k, v in value.items()}
+        copied = dict(value.items()) if hasattr(value, "items") else {"logits": new}
+        return {k: new if v is prediction else v for k, v in copied.items()}
+
+    return lambda out, target: loss_fn(put_back(raw, out), target)
