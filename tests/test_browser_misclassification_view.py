@@ -67,8 +67,10 @@ def test_misclassification_view(lab, page):
     why = cell.locator(".activis-why[data-rendered]")
     matrix = cell.locator(".activis-matrix[data-rendered]")
     inst = cell.locator(".activis-ip[data-rendered]")
-    for view in (why, matrix, inst):
+    for view in (matrix, inst):
         view.wait_for(timeout=120_000)
+    cell.locator(".activis-explorer-side .lm-TabBar-tab", has_text="Why misclassified").click()  # a side tab
+    why.wait_for(timeout=120_000)
     for view in (why, matrix, inst):
         view.locator("xpath=self::*[@data-linked='true']").wait_for()
 

@@ -1,14 +1,15 @@
 // @ts-check
-// Every view as a PNG at the device pixel ratio: a corner button downloads it, and view.save_png(path)
-// in Python asks for it ({kit: "png"}) and gets the image back. html-to-image (MIT) draws the view's
-// DOM, SVG and canvases into one image; doing that by hand means cloning styles and canvases ourselves.
+// Every view as a PNG at the device pixel ratio: a corner button (bottom right, shown on hover)
+// downloads it, and view.save_png(path) in Python asks for it ({kit: "png"}) and gets the image back.
+// html-to-image (MIT) draws the view's DOM, SVG and canvases into one image; doing that by hand means
+// cloning styles and canvases ourselves.
 import { toPng } from "html-to-image";
 
 const BUTTON_CSS = `
-.activis-png-button { position: absolute; top: 2px; right: 2px; z-index: 20; font-size: 10px; padding: 0 4px;
-  opacity: 0; border: 1px solid var(--av-border, #bbb); background: var(--av-bg, #fff); color: var(--av-fg, #111);
-  border-radius: 3px; cursor: pointer; }
-.activis-root:hover > .activis-png-button { opacity: 0.8; }
+.activis-png-button { position: absolute; bottom: 2px; right: 2px; z-index: 20; font-size: 10px; padding: 0 4px;
+  opacity: 0; pointer-events: none; border: 1px solid var(--av-border, #bbb); background: var(--av-bg, #fff);
+  color: var(--av-fg, #111); border-radius: 3px; cursor: pointer; }
+.activis-root:hover > .activis-png-button { opacity: 0.8; pointer-events: auto; }
 `;
 
 /** The view's pixels as a PNG data URL, on the view's own background colour. */
@@ -31,6 +32,7 @@ export function viewPng(/** @type {HTMLElement} */ el) {
  */
 export function enablePng(model, el, name, injectCss, cleanup) {
   injectCss(BUTTON_CSS);
+  if (name === "selection") return; // the selection's legend bar: its Reset sits where the button would
   const button = document.createElement("button");
   button.className = "activis-png-button";
   button.textContent = "PNG";
