@@ -207,8 +207,12 @@ class PageGuard:
 
     def forgive_frontend_errors(self, bundle: str) -> None:
         """Log, without failing, page errors raised wholly inside the front-end's own ``bundle`` (a path part of
-        its script URLs). Notebook 7.6 raises one on opening any notebook, with no activis code involved."""
+        its script URLs), and its own static files that fail to load (a font aborted as the page moves on).
+        Notebook 7.6 raises one such error on opening any notebook, with no activis code involved."""
         self.frontend_bundle = bundle
+
+    def _frontend_own(self, url: str) -> bool:
+        return bool(self.frontend_bundle) and self.frontend_bundle in (url or "")
 
     def _page_error(self, error) -> None:
         stack = error.stack or ""
@@ -253,13 +257,17 @@ class PageGuard:
 
     def _console(self, message) -> None:
         line = f"console.{message.type}: {message.text}"
-        if message.type == "error":
+        if message.type == "error" and self._frontend_own((message.location or {}).get("url", "")):
+            self.log.append(f"{line} (the front-end's own file, forgiven)")
+        elif message.type == "error":
             self._problem(line)
         else:
             self.log.append(line)
 
     def _request_failed(self, request) -> None:
-        if request.url not in self.blocked:  # a blocked one is reported as blocked
+        if self._frontend_own(request.url):
+            self.log.append(f"requestfailed (the front-end's own file, forgiven): {request.url} {request.failure}")
+        elif request.url not in self.blocked:  # a blocked one is reported as blocked
             self._problem(f"requestfailed: {request.url} {request.failure}")
 
     def check(self) -> None:

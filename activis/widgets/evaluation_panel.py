@@ -11,7 +11,6 @@ the whole set's.
 
 from __future__ import annotations
 
-import asyncio
 import threading
 
 import numpy as np
@@ -265,18 +264,18 @@ class EvaluationPanel(View):
         """Compare once the kernel has answered the message that changed the selection.
 
         A brush reaches every view from one message; the matrix row and the instance panel are
-        what the user watches, so in a kernel (a running event loop) this panel's metrics come
-        after their answers have left, and several changes in one message are compared once.
-        Without an event loop (a script) the comparison is immediate.
+        what the user watches, so in a kernel (its event loop) this panel's metrics come after
+        their answers have left, and several changes in one message are compared once. Outside a
+        kernel (a script, a test) the comparison is immediate: another library's running event loop
+        (a browser driver's) is not the kernel's and may never run the callback.
         """
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
+        loop = kernel_loop()
+        if loop is None:
             self._compare()
             return
         if not self._compare_pending:
             self._compare_pending = True
-            loop.call_soon(self._compare_pending_now)
+            loop.add_callback(self._compare_pending_now)
 
     def _compare_pending_now(self) -> None:
         self._compare_pending = False
