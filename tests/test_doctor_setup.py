@@ -160,3 +160,20 @@ def test_test_data_of_other_features_is_refused():
     X, y = digits()
     with pytest.raises(DoctorError, match=r"test_data's inputs have shape \[5\]"):
         checkup(MLP(64, 10), (X, y), nn.CrossEntropyLoss(), test_data=(X[:, :5], y))
+
+
+def test_a_loss_reading_a_model_outputs_logits_attribute_still_runs():
+    from transformers.modeling_outputs import SequenceClassifierOutput
+
+    class HF(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.net = MLP(64, 10)
+
+        def forward(self, x):
+            return SequenceClassifierOutput(logits=self.net(x))
+
+    model = HF()
+    report = checkup(model, digits(), lambda out, y: nn.functional.cross_entropy(out.logits, y),
+                     torch.optim.Adam(model.parameters(), 1e-3), checks=["loss_sign"])
+    assert report.ran == ["loss_sign"] and not report.failed

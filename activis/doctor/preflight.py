@@ -8,6 +8,8 @@ but the embedding has 100 rows"), instead of a report that could read as clean.
 
 from __future__ import annotations
 
+import copy
+
 import torch
 from torch import nn
 
@@ -187,12 +189,16 @@ def loss_on_prediction(model: nn.Module, x: torch.Tensor, y: torch.Tensor, loss_
         return loss_fn
 
     def put_back(value, new):
+        """A copy of the return value with the prediction replaced, of the same type (a Hugging Face
+        ModelOutput keeps its attributes, so a loss reading ``out.logits`` still runs)."""
         if isinstance(value, tuple | list):
-            return type(value)(new if v is prediction else v for v in value) if any(v is prediction for v in value) \
-                else type(value)([put_back(value[0], new), *value[1:]])
-        if isinstance(value, dict):
-            return {k: new if v is prediction else v for k, v in value.items()}
-        copied = dict(value.items()) if hasattr(value, "items") else {"logits": new}
-        return {k: new if v is prediction else v for k, v in copied.items()}
+            hit = any(v is prediction for v in value)
+            items = [new if v is prediction else v for v in value] if hit else [put_back(value[0], new), *value[1:]]
+            return type(value)(items) if type(value) in (tuple, list) else type(value)(*items)  # a namedtuple
+        copied = copy.copy(value)  # a dict, or a ModelOutput (a dict whose items are also attributes)
+        for key, v in value.items():
+            if v is prediction:
+                copied[key] = new
+        return copied
 
     return lambda out, target: loss_fn(put_back(raw, out), target)
