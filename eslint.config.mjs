@@ -2,6 +2,9 @@
 import js from "@eslint/js";
 import globals from "globals";
 
+const SOURCE_RULE = "a clause's owner is resolved in js/common/selection.js (clausesFor, kit.selection): "
+  + "use sel.clause(name) / sel.own(name), never the clause's owner trait";
+
 export default [
   { ignores: ["activis/static/**", "node_modules/**", "**/.venv/**"] },
   js.configs.recommended,
@@ -14,6 +17,13 @@ export default [
       eqeqeq: ["error", "smart"],
       "prefer-const": "error",
       "no-var": "error",
+      // Mosaic's rule lives in one place (js/common/selection.js: clausesFor): a view declares its
+      // `source` and never compares a clause's `<clause>_source` with its own name
+      "no-restricted-syntax": ["error",
+        { selector: "Literal[value=/_source$/]", message: SOURCE_RULE },
+        { selector: "TemplateElement[value.raw=/_source/]", message: SOURCE_RULE }],
     },
   },
+  // the resolver itself, and the Selection's legend (it names the view that made the brush)
+  { files: ["js/common/selection.js", "js/selection.js"], rules: { "no-restricted-syntax": "off" } },
 ];

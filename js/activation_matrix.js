@@ -387,7 +387,7 @@ function setup(kit) {
     if (row >= 0 && !inside) return;
     sharedHoverRow = row;
     if (inside) shared.setClause("hover", inside);
-    else if (shared.mine("hover")) shared.setClause("hover", null);
+    else shared.clearClause("hover");
   }
 
   function shareNeuron(neuron) {

@@ -311,7 +311,7 @@ function setup(kit) {
     card.body.replaceChildren(f.root);
     marks.dist = { f, rule, brush };
     const range = model.get("selected_range") || [];
-    if (range.length === 2 && (!shared || shared.mine("brush"))) showBrush(range[0], range[1]);
+    if (range.length === 2 && (!shared || shared.own("brush"))) showBrush(range[0], range[1]);
     let mode = null;
     horizontalDrag(f.root, f, {
       onStart: (v) => {
@@ -595,9 +595,9 @@ function setup(kit) {
   function onShared(api) {
     // another view's brush replaces ours: drop our cell and range marks (the kernel sends compared_*)
     shared = api;
-    const raw = api.mine("brush") ? api.get("subset_indices") : api.get("brush") || api.get("subset_indices");
-    if (raw !== lastCompared) { lastCompared = raw; redraw(); }
-    if (!api.mine("brush") && model.get("selected_cell").length + model.get("selected_range").length) {
+    const compared = api.clause("brush") || api.indices("subset_indices");
+    if (compared !== lastCompared) { lastCompared = compared; redraw(); }
+    if (!api.own("brush") && model.get("selected_cell").length + model.get("selected_range").length) {
       if (marks.dist) marks.dist.brush.setAttribute("visibility", "hidden");
       el.dataset.selected = "0";
     }

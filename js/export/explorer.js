@@ -3,6 +3,7 @@
 // over the embedded data. The views themselves are unchanged; this answers the traits they write
 // (a layer, a neuron, a lasso, a hover, a pin, a subset) with the traits the kernel would send back.
 import { decodeArray } from "../common/arrays.js";
+import { clauseEvents, clausesFor } from "../common/selection.js";
 import { continuousColouring, rowStatistics, serialised, sortNeurons, uniqueSorted, widenHalf } from "./stats.js";
 
 const BRUSH = "selection", HOVER = "hover", SUBSET = "subset:", INSTANCE = "instance:";
@@ -268,14 +269,12 @@ export function coordinateExplorer(manager, node, buffers) {
       shown_method: projection.get("method"), status: "done", stage: "", progress: 1, error: "" });
   }
 
-  // ---------------------------------------------------------------- the links (explorer.py's _wire)
-  function clause(/** @type {string} */ name, /** @type {string} */ source) {
-    if (sel.get(`${name}_source`) === source) return null;
-    const raw = decodeArray(sel.get(name));
-    return raw ? raw.data : null;
-  }
+  // ---------------------------------------------------------------- the links (explorer.py's LINKS)
+  // the kernel's side of each view's clauses (Selection.clause in Python): one resolver, js/common/selection.js
+  const asMatrix = clausesFor(sel, "matrix"), asInstances = clausesFor(sel, "instances");
+  const asProjection = clausesFor(sel, "projection");
   function refreshBrushRow() {
-    const brushed = clause("brush", "matrix");
+    const brushed = asMatrix.clause("brush");
     if (!brushed || !brushed.length) { removeRow(BRUSH); return; }
     setCustomRow(BRUSH, `selection (${uniqueSorted(brushed).length})`, brushed);
   }
@@ -296,11 +295,6 @@ export function coordinateExplorer(manager, node, buffers) {
     const layer = layers.get(projection.get("layer"));
     if (!layer) return;
     showLayout();
-  // the legend's chips and Reset ask Python (Selection.clear, Explorer.reset); here the page answers
-  sel.send = (/** @type {any} */ content) => {
-    if (!content || content.action !== "reset") { manager.needsKernel(sel, content); return; }
-    reset(content.mark ?? null);
-  };
     if (projection.get("neuron") >= layer.neurons) projection.set("neuron", 0);
     if (projection.get("color_by") === "neuron") recolour();
     setLayer(layer.name);
@@ -349,8 +343,7 @@ export function coordinateExplorer(manager, node, buffers) {
       const pinned = sel.get("pinned") || [];
       if (!pinned.includes(indices[0])) sel.set("pinned", [...pinned, indices[0]]);
     } else {
-      sel.setMany({ brush: indices.length ? serialised(Int32Array.from(indices), [indices.length]) : null,
-        brush_source: "projection" });
+      sel.setMany(asProjection.write("brush", indices.length ? indices : null));
     }
   });
   instances.on("change:pinned", () => sel.set("pinned", [...(instances.get("pinned") || [])]));
@@ -363,8 +356,8 @@ export function coordinateExplorer(manager, node, buffers) {
     matrix.set("row_keys", keys);
     if (why && pinned.length) manager.toast(KERNEL_NOTE);
   });
-  sel.on("change:brush change:brush_source", () => {
-    instanceSample(clause("brush", "instances"));
+  sel.on(clauseEvents("brush"), () => {
+    instanceSample(asInstances.clause("brush"));
     refreshBrushRow();
   });
   if (subsetPanel) {
