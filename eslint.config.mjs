@@ -1,6 +1,7 @@
 // The JavaScript lint of `make lint`: ESLint's recommended rules and the project's 120 columns.
 import js from "@eslint/js";
 import globals from "globals";
+import traits from "./js/lint/traits.mjs";
 
 const SOURCE_RULE = "a clause's owner is resolved in js/common/selection.js (clausesFor, kit.selection): "
   + "use sel.clause(name) / sel.own(name), never the clause's owner trait";
@@ -24,6 +25,8 @@ export default [
         { selector: "TemplateElement[value.raw=/_source/]", message: SOURCE_RULE }],
     },
   },
+  // a trait name the Python widget does not sync is an error (js/lint/traits.mjs)
+  { files: ["js/**/*.js"], plugins: { activis: traits }, rules: { "activis/known-traits": "error" } },
   // the resolver itself, and the Selection's legend (it names the view that made the brush)
   { files: ["js/common/selection.js", "js/selection.js"], rules: { "no-restricted-syntax": "off" } },
 ];
