@@ -9,7 +9,8 @@ spikes and 2-step ramps"; that generator was never committed, so this is a recon
 smeared over tens of steps), sparse evaluations (25-40 points), values below and across zero (a reward, a
 log-likelihood), small eval sets (accuracy in steps of 1/20), one-step spikes (a bad batch), a frozen metric
 that moves once, a fine-tuning phase (backbone unfrozen), Adam's loss spike with a slow recovery, long curves
-(20,000 steps), a fast 1/t start, a shift below the noise (no jump: it does not stand out).
+(20,000 steps), a fast 1/t start, a shift below the noise (no jump: it does not stand out), divergences
+(slow, and linear below zero) and an exponential learning-rate ramp (no jump: a schedule).
 
 Each curve is ``{"name", "values", "jumps"}``; a jump's index is the first value the change affects.
 """
@@ -17,6 +18,7 @@ Each curve is ``{"name", "values", "jumps"}``; a jump's index is the first value
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 
 
 def _noise(rng, kind: str, n: int) -> np.ndarray:
@@ -79,15 +81,11 @@ def _lognoise(rng, n, sigma):
 
 
 def _ema(values, alpha=0.9):
-    out = np.empty_like(values)
-    out[0] = values[0]
-    for k in range(1, len(values)):
-        out[k] = alpha * out[k - 1] + (1 - alpha) * values[k]
-    return out
+    return pd.Series(values).ewm(alpha=1 - alpha, adjust=False).mean().to_numpy()
 
 
 def new_kinds() -> list[dict]:
-    """Curves of kinds the first held-out set lacked (see the module's docstring): 16 with jumps, 16 without."""
+    """Curves of kinds the first held-out set lacked (see the module's docstring): 18 with jumps, 17 without."""
     curves = []
 
     def add(name, values, jumps=()):
@@ -183,4 +181,14 @@ def new_kinds() -> list[dict]:
     t = np.arange(500, dtype=float)
     add("tiny_1e-5_gaussian_warmup", 1e-5 * (np.minimum(t / 50, 1) + 0.02 * rng.standard_normal(500)))
     add("tiny_1e-5_drop", 1e-5 * (1 + 0.02 * rng.standard_normal(500) - np.where(t >= 333, 0.5, 0)), [333])
+
+    rng = np.random.default_rng(13)
+    t = np.arange(900, dtype=float)
+    slow = np.minimum((0.3 + 2 * np.exp(-t / 150)) * np.exp(0.08 * np.clip(t - 600, 0, None)), 50.0)
+    add("divergence_slow_rate_0.08", slow * _lognoise(rng, 900, 0.1), [600])
+    t = np.arange(500, dtype=float)
+    reward = 100 - 20 * np.clip(t - 320, 0, 30) + 5 * rng.standard_normal(500)
+    add("reward_collapses_linearly_below_zero", reward, [320])
+    t = np.arange(300, dtype=float)
+    add("lr_exponential_ramp_then_constant", 1e-6 * 1.05 ** np.clip(t - 50, 0, 140))
     return curves
