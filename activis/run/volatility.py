@@ -71,6 +71,13 @@ def _rolling(x: np.ndarray, size: int, how: str, *, ahead: bool = False, center:
     return out[::-1] if ahead else out
 
 
+def _either_side(x: np.ndarray, size: int, how: str) -> tuple[np.ndarray, np.ndarray]:
+    """`_rolling` over the ``size`` values just before each value and over the ``size`` just after it
+    (the value itself in neither), from one pass."""
+    trailing = _rolling(np.concatenate([x, np.full(size, np.nan)]), size, how)
+    return np.concatenate([[np.nan], trailing[:x.size - 1]]), trailing[size:size + x.size]
+
+
 def _line_ends(y: np.ndarray, window: int, ahead: bool) -> tuple[np.ndarray, np.ndarray]:
     """Per boundary t (value t the first of a new regime): a straight line fitted to the ``window``
     values before t (or from t on, ``ahead``), its level at t - 0.5 and its slope; NaN where fewer
@@ -109,7 +116,8 @@ def _neighbours(y: np.ndarray, reach: int) -> np.ndarray:
     views = np.lib.stride_tricks.sliding_window_view(padded, 2 * reach + 1)
     around = np.delete(views, reach, axis=1)
     median = np.full(y.size, np.nan)  # NaN at the ends: a spike needs values on both sides
-    median[reach:y.size - reach] = np.median(around[reach:y.size - reach], axis=1)
+    middle = np.sort(around[reach:y.size - reach], axis=1)  # sorting 6 values beats np.median 5x
+    median[reach:y.size - reach] = 0.5 * (middle[:, reach - 1] + middle[:, reach])
     return median
 
 
@@ -139,8 +147,7 @@ def _tail_spread(x: np.ndarray, size: int) -> np.ndarray:
     each and the ``size`` after (the larger; the value itself left out), as a normal standard deviation."""
     distance = np.abs(x)  # an offset from the neighbours' median: centred on 0 already
     quantile = f"q{SPIKE_TAIL}"
-    before = np.concatenate([[np.nan], _rolling(distance, size, quantile)[:-1]])
-    after = _ahead(_rolling(distance, size, quantile, ahead=True), 1)
+    before, after = _either_side(distance, size, quantile)
     return np.fmax(before, after) / NormalDist().inv_cdf(0.5 + SPIKE_TAIL / 2)
 
 
@@ -183,8 +190,7 @@ def _scores(v: np.ndarray, window: int, min_share: float) -> np.ndarray:
     # the floor under the noise: the typical step either side (a smooth curve has no noise to speak of)
     # and the steepest slope near (a noiseless curve's bend is no jump); never below 1e-4 of the range
     step = np.abs(np.diff(y, prepend=y[0]))
-    typical = np.fmax(np.concatenate([[np.nan], _rolling(step, window, "median")[:-1]]),
-                      _ahead(_rolling(step, window, "median", ahead=True), 1))
+    typical = np.fmax(*_either_side(step, window, "median"))
     floor = np.fmax(typical, 1e-4 * (high - low) + 1e-300)
     slope_before = _rolling(np.abs(left_slope), window + 1, "max")  # the lines that end by t
     slope_after = _rolling(np.abs(right_slope), window + 1, "max", ahead=True)  # that start at t or later
