@@ -217,7 +217,8 @@ def _scores(v: np.ndarray, window: int, min_share: float) -> np.ndarray:
 
 
 def sudden_jumps(values, *, window: int = 12, threshold: float = THRESHOLD, min_share: float = 0.01) -> np.ndarray:
-    """Which values of a curve (one per step, NaNs dropped) a sudden jump leads to, as a boolean mask.
+    """Which values of a curve (one per step; NaN and infinite values are left out, never marked) a
+    sudden jump leads to, as a boolean mask.
 
     A jump is a change in level (for a positive curve, read in log space: in scale) that stands out
     from the curve's own local noise. The straight lines through the ``window`` values before a step
