@@ -7,6 +7,7 @@
 // The root carries data-points, data-brushed and data-highlighted for tests and tools.
 import { defineView } from "./common/view.js";
 import { h } from "./common/dom.js";
+import { tickFormat } from "./common/format.js";
 import { encodeArray } from "./common/arrays.js";
 
 const CSS = `
@@ -81,7 +82,8 @@ function setup(kit) {
     ctx.fillText("confidence →", 0, 0);
     ctx.restore();
     for (const t of [0, 0.5, 1]) ctx.fillText(String(t), MARGIN.left - 18, sy(t, height) + 3);
-    for (const t of [0, xMax / 2, xMax]) ctx.fillText(t.toFixed(2), sx(t, width) - 10, height - MARGIN.bottom + 12);
+    const xTicks = [0, xMax / 2, xMax], xLabel = tickFormat(xTicks);
+    for (const t of xTicks) ctx.fillText(xLabel(t), sx(t, width) - 10, height - MARGIN.bottom + 12);
     const brushed = kit.array("brushed")?.data;
     const marked = new Uint8Array(conf.length);
     if (highlighted) for (const i of Array.from(highlighted)) if (i < marked.length) marked[i] = 1;

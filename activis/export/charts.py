@@ -1,9 +1,9 @@
 """The chart views' data as Altair charts: restyle them, then save PNG, SVG or PDF through vl-convert.
 
-Numbers read as in the views: ``formatValue`` of ``js/common/axes.js`` (three significant digits,
-exponents below 1e-3 and from 1e4 on) is the Vega expression `NUMBER_EXPR`, used for every axis label and
-tooltip here. Colours are the views' palette (`activis.widgets.colours`). Altair and vl-convert bundle
-Vega, so nothing is fetched: ``chart.save("roc.png")`` works offline.
+Numbers read as in the views: ``formatNumber`` of ``js/common/format.js`` is the Vega expression
+`activis.widgets.format.NUMBER_EXPR`, used for every axis label here, and tooltips show the same
+four significant digits. Colours are the views' palette (`activis.widgets.colours`). Altair and
+vl-convert bundle Vega, so nothing is fetched: ``chart.save("roc.png")`` works offline.
 """
 
 from __future__ import annotations
@@ -12,11 +12,9 @@ import numpy as np
 import pandas as pd
 
 from ..widgets import colours
+from ..widgets.format import NUMBER_EXPR, TOOLTIP_FORMAT
 from .errors import ExportError
 
-# js/common/axes.js formatValue, as a Vega expression over `datum.value`
-NUMBER_EXPR = ("isFinite(datum.value) ? (datum.value != 0 && (abs(datum.value) < 1e-3 || abs(datum.value) >= 1e4)"
-               " ? format(datum.value, '.2e') : format(datum.value, '.3~r')) : '–'")
 EVALUATION_CHARTS = ("roc", "pr", "calibration", "distributions", "confusion")
 
 
@@ -78,14 +76,14 @@ def evaluation_chart(evaluation, kind: str = "roc"):
             x=alt.X("x:Q", axis=_axis(x), scale=alt.Scale(domain=[0, 1])),
             y=alt.Y("y:Q", axis=_axis(y), scale=alt.Scale(domain=[0, 1])),
             color=alt.Color("class:N", scale=_class_scale(names), sort=names), order="order:Q",
-            tooltip=["class:N", alt.Tooltip("x:Q", format=".3~r"), alt.Tooltip("y:Q", format=".3~r")])
+            tooltip=["class:N", alt.Tooltip("x:Q", format=TOOLTIP_FORMAT), alt.Tooltip("y:Q", format=TOOLTIP_FORMAT)])
     if kind == "calibration":
         columns = list(data.columns)
         x, y = columns[0], columns[1]
         line = alt.Chart(data, title="Calibration").mark_line(point=True).encode(
             x=alt.X(f"{x}:Q", axis=_axis("confidence"), scale=alt.Scale(domain=[0, 1])),
             y=alt.Y(f"{y}:Q", axis=_axis("accuracy"), scale=alt.Scale(domain=[0, 1])),
-            tooltip=[alt.Tooltip(c, format=".3~r") for c in columns])
+            tooltip=[alt.Tooltip(c, format=TOOLTIP_FORMAT) for c in columns])
         diagonal = alt.Chart(pd.DataFrame({"a": [0, 1]})).mark_line(strokeDash=[4, 4], color=colours.MISSING).encode(
             x="a:Q", y="a:Q")
         return diagonal + line
@@ -94,7 +92,7 @@ def evaluation_chart(evaluation, kind: str = "roc"):
             x=alt.X("lo:Q", axis=_axis("score")), x2="hi:Q",
             y=alt.Y("share:Q", axis=_axis("share"), stack=None),
             color=alt.Color("side:N", scale=alt.Scale(range=colours.class_colours(2))),
-            tooltip=["side:N", alt.Tooltip("lo:Q", format=".3~r"), alt.Tooltip("share:Q", format=".3~r")])
+            tooltip=["side:N", *(alt.Tooltip(f"{c}:Q", format=TOOLTIP_FORMAT) for c in ("lo", "share"))])
     return alt.Chart(data, title="Confusion (rows: true)").mark_rect().encode(
         x=alt.X("predicted:N", sort=names), y=alt.Y("true:N", sort=names),
         color=alt.Color("count:Q", scale=alt.Scale(scheme="blues")),
@@ -116,7 +114,7 @@ def series_chart(frame: pd.DataFrame, series: list[str], *, title: str = ""):
     encoding = {
         "x": alt.X("step:Q", axis=alt.Axis(title="step", labelExpr=NUMBER_EXPR)),
         "y": alt.Y("value:Q", axis=_axis(""), scale=alt.Scale(zero=False)),
-        "tooltip": [*(["run:N"] if runs else []), "step:Q", alt.Tooltip("value:Q", format=".3~r")],
+        "tooltip": [*(["run:N"] if runs else []), "step:Q", alt.Tooltip("value:Q", format=TOOLTIP_FORMAT)],
     }
     if runs:
         encoding["color"] = alt.Color("run:N", scale=alt.Scale(domain=runs, range=colours.run_colours(len(runs))))

@@ -3,6 +3,7 @@
 // over the embedded data. The views themselves are unchanged; this answers the traits they write
 // (a layer, a neuron, a lasso, a hover, a pin, a subset) with the traits the kernel would send back.
 import { decodeArray } from "../common/arrays.js";
+import { formatInteger, formatNumber } from "../common/format.js";
 import { continuousColouring, rowStatistics, serialised, sortNeurons, uniqueSorted, widenHalf } from "./stats.js";
 
 const BRUSH = "selection", HOVER = "hover", SUBSET = "subset:", INSTANCE = "instance:";
@@ -58,7 +59,7 @@ export function coordinateExplorer(manager, node, buffers) {
   function rowMeta(/** @type {string} */ key, /** @type {number} */ size) {
     const mine = custom.get(key);
     if (mine) {
-      const description = `${size.toLocaleString("en-US")} chosen instance${size !== 1 ? "s" : ""}`;
+      const description = `${formatInteger(size)} chosen instance${size !== 1 ? "s" : ""}`;
       return { key, label: mine.label, kind: "indices", size, description };
     }
     if (key.startsWith(SUBSET)) {
@@ -159,7 +160,7 @@ export function coordinateExplorer(manager, node, buffers) {
       const layer = layers.get(projection.get("layer"));
       const neuron = projection.get("neuron");
       const value = activations(layer)[index * layer.neurons + neuron];
-      fields.splice(Math.min(4, fields.length), 0, [`neuron ${neuron}`, value.toPrecision(4)]);
+      fields.splice(Math.min(4, fields.length), 0, [`neuron ${neuron}`, formatNumber(value)]);
     }
     projection.set("hover_details", { index, fields });
   }
