@@ -120,3 +120,47 @@ def series_chart(frame: pd.DataFrame, series: list[str], *, title: str = ""):
         encoding["color"] = alt.Color("run:N", scale=alt.Scale(domain=runs, range=colours.run_colours(len(runs))))
     chart = alt.Chart(long, title=title).mark_line().encode(**encoding).properties(width=280, height=160)
     return chart.facet(facet=alt.Facet("series:N", title=None), columns=3).resolve_scale(y="independent")
+
+
+def data_map_data(data_map: pd.DataFrame) -> pd.DataFrame:
+    """The data map's points, one row per instance (``instance`` is its index in the store)."""
+    frame = data_map[["confidence", "variability", "correctness", "forgetting"]].reset_index(drop=True)
+    return frame.rename_axis("instance").reset_index()
+
+
+def data_map_chart(data_map: pd.DataFrame, color_by: str = "correctness"):
+    """Dataset Cartography's map as an Altair chart: variability x confidence, coloured as the view colours."""
+    import altair as alt
+
+    if color_by not in ("correctness", "forgetting"):
+        raise ExportError(f"color_by={color_by!r} is not a data-map colouring; choose correctness or forgetting.")
+    data = data_map_data(data_map)
+    ramp = list(colours.CORRECTNESS[::-1]) if color_by == "correctness" else list(colours.VIRIDIS)
+    domain = [0, 1] if color_by == "correctness" else [0, 4]
+    return alt.Chart(data, title="Data map").mark_circle(size=14, opacity=0.7).encode(
+        x=alt.X("variability:Q", axis=_axis("variability")),
+        y=alt.Y("confidence:Q", axis=_axis("confidence"), scale=alt.Scale(domain=[0, 1])),
+        color=alt.Color(f"{color_by}:Q", scale=alt.Scale(domain=domain, range=ramp, clamp=True)),
+        tooltip=["instance:Q", *(alt.Tooltip(f"{c}:Q", format=TOOLTIP_FORMAT)
+                                 for c in ("confidence", "variability", "correctness")), "forgetting:Q"])
+
+
+def cka_data(matrix: pd.DataFrame) -> pd.DataFrame:
+    """The CKA heatmap's cells as a long table: layer, step, cka."""
+    return matrix.stack().rename("cka").reset_index()
+
+
+def cka_chart(matrix: pd.DataFrame):
+    """The layers x checkpoints CKA heatmap as an Altair chart (which layers settle first)."""
+    import altair as alt
+
+    data = cka_data(matrix)
+    layers = [str(layer) for layer in matrix.index]
+    encoding = {"x": alt.X("step:O", title="step"), "y": alt.Y("layer:N", sort=layers, title=None)}
+    cells = alt.Chart(data, title="CKA with the final checkpoint").mark_rect().encode(
+        **encoding, color=alt.Color("cka:Q", scale=alt.Scale(domain=[0, 1], range=list(colours.VIRIDIS))),
+        tooltip=["layer:N", "step:O", alt.Tooltip("cka:Q", format=TOOLTIP_FORMAT)])
+    text = alt.Chart(data).mark_text(fontSize=10).encode(
+        **encoding, text=alt.Text("cka:Q", format=".2f"),
+        color=alt.condition("datum.cka < 0.5", alt.value("white"), alt.value("black")))
+    return cells + text
