@@ -46,9 +46,9 @@ def save_html(path, *items, title: str = "activis", max_instances: int = 20_000)
         if isinstance(item, Explorer) and item.store.n_instances > max_instances:
             with sampled_explorer(item, max_instances) as (sample, note):
                 children += [{"kind": "text", "text": note, "style": {"font-weight": "600"}},
-                             _explorer_node(sample, state)]
+                             *_explorer_nodes(sample, state)]
         elif isinstance(item, Explorer):
-            children.append(_explorer_node(item, state))
+            children += _explorer_nodes(item, state)
         else:
             children.append(state.layout(item))
     layout = {"kind": "box", "direction": "column", "style": {"width": "100%"}, "children": children}
@@ -56,13 +56,17 @@ def save_html(path, *items, title: str = "activis", max_instances: int = 20_000)
     return write_page(path, render_page(state, layout, title=title, note=note))
 
 
-def _explorer_node(explorer, state: PageState) -> dict:
+def _explorer_nodes(explorer, state: PageState) -> list[dict]:
+    """An explorer's layout node (and, over a run whose checkpoints did not all fit, a note saying so)."""
+    from .checkpoints import checkpoint_data
     from .explorer import explorer_data
 
-    node = {"kind": "explorer", "child": state.layout(explorer), "data": explorer_data(explorer, state),
+    data = explorer_data(explorer, state)
+    data["checkpoints"], note = checkpoint_data(explorer, state, data)
+    node = {"kind": "explorer", "child": state.layout(explorer), "data": data,
             "selection": state.add_model(explorer.selection),
             "views": {role: state.add_model(view) for role, view in _explorer_views(explorer).items()}}
-    return node
+    return ([{"kind": "text", "text": note, "style": {"font-weight": "600"}}] if note else []) + [node]
 
 
 def _explorer_views(explorer) -> dict:
@@ -72,4 +76,9 @@ def _explorer_views(explorer) -> dict:
         views["graph"] = explorer.graph_view
     if explorer.evaluation is not None:
         views["evaluation"] = explorer.evaluation
+    if explorer.timeline is not None:
+        timeline = explorer.timeline
+        views["timeline"] = timeline.view
+        views.update({role: view for role, view in (("cockpit", timeline.cockpit), ("data_map", timeline.data_map),
+                                                     ("cka", timeline.cka)) if view is not None})
     return views

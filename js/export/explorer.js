@@ -13,6 +13,7 @@ const KERNEL_NOTE = "Explaining a pinned instance needs Python: the saved page s
  * @param {import("./runtime.js").StaticManager} manager
  * @param {any} node the layout node {views, selection, data}
  * @param {DataView[]} buffers
+ * @returns {{ reload: (method: string) => void } | undefined} what a checkpoint move calls
  */
 export function coordinateExplorer(manager, node, buffers) {
   const data = node.data;
@@ -260,13 +261,14 @@ export function coordinateExplorer(manager, node, buffers) {
     if (every || mark === "brush") projection.set("selected_indices", null);
   }
 
-  /** The finished layout of the layer shown, whatever the notebook's job had reached when it was saved. */
-  function showLayout() {
+  /** The finished layout of the layer shown, whatever the notebook's job had reached when it was saved
+   * (or a checkpoint's aligned layout, named by `method`). */
+  function showLayout(method = projection.get("method")) {
     const layer = layers.get(projection.get("layer"));
     if (!layer) return;
     const positions = float32(layer.positions);
     projection.setMany({ positions: serialised(positions, [positions.length / 2, 2]), n_neurons: layer.neurons,
-      shown_method: projection.get("method"), status: "done", stage: "", progress: 1, error: "" });
+      shown_method: method, status: "done", stage: "", progress: 1, error: "" });
   }
 
   // ---------------------------------------------------------------- the links (explorer.py's _wire)
@@ -297,11 +299,6 @@ export function coordinateExplorer(manager, node, buffers) {
     const layer = layers.get(projection.get("layer"));
     if (!layer) return;
     showLayout();
-  // the legend's chips and Reset ask Python (Selection.clear, Explorer.reset); here the page answers
-  sel.send = (/** @type {any} */ content) => {
-    if (!content || content.action !== "reset") { manager.needsKernel(sel, content); return; }
-    reset(content.mark ?? null);
-  };
     if (projection.get("neuron") >= layer.neurons) projection.set("neuron", 0);
     if (projection.get("color_by") === "neuron") recolour();
     setLayer(layer.name);
@@ -381,4 +378,17 @@ export function coordinateExplorer(manager, node, buffers) {
       subsetPanel.set("active", key.slice(SUBSET.length));
     }
   });
+  return {
+    /** The embedded data moved to another checkpoint: redraw what reads it, as the kernel's set_store does. */
+    reload(/** @type {string} */ method) {
+      widened.clear();
+      const name = subsetPanel ? subsetPanel.get("active") : "", indices = name ? subsetIndices(name) : null;
+      if (indices) sel.set("subset_indices", serialised(indices, [indices.length]));
+      refreshMatrix();
+      showLayout(method);
+      recolour();
+      if (sel.get("neuron") >= 0) sel.emit("change:neuron", sel.get("neuron"));
+      instanceSample(clause("brush", "instances"));
+    },
+  };
 }
