@@ -17,6 +17,15 @@ from activis.export.state import PageState
 from conftest import ARTIFACTS
 
 
+def drag(page, box, start, end):
+    """Drag with the mouse from one point of a box to another (each as fractions of its width and height)."""
+    (x0, y0), (x1, y1) = start, end
+    page.mouse.move(box["x"] + box["width"] * x0, box["y"] + box["height"] * y0)
+    page.mouse.down()
+    page.mouse.move(box["x"] + box["width"] * x1, box["y"] + box["height"] * y1, steps=5)
+    page.mouse.up()
+
+
 @pytest.fixture(scope="module")
 def explorer(tmp_path_factory):
     run = activis.open_run(make_run(tmp_path_factory.mktemp("export_run") / "run"))
@@ -89,12 +98,7 @@ def test_run_page_moves_every_view_to_a_checkpoint_offline(tmp_path, browser, ex
         # the step brush: a range brushed in the cockpit's loss chart shows the last checkpoint in it
         brush = cockpit.locator(".av-card[data-instrument='loss'] [data-role='brush']")
         brush.scroll_into_view_if_needed()
-        box = brush.bounding_box()
-        y = box["y"] + box["height"] / 2
-        page.mouse.move(box["x"] + box["width"] * 0.5, y)
-        page.mouse.down()
-        page.mouse.move(box["x"] + box["width"] * 0.75, y, steps=5)
-        page.mouse.up()
+        drag(page, brush.bounding_box(), (0.5, 0.5), (0.75, 0.5))
         page.wait_for_selector(".activis-timeline[data-step='10']")
         assert page.locator(".activis-cockpit").get_attribute("data-marked-step") == "10"
         assert page_state(page, "projection_view", "shown_method")["shown_method"] == "aligned · step 10"
@@ -102,11 +106,7 @@ def test_run_page_moves_every_view_to_a_checkpoint_offline(tmp_path, browser, ex
         data_map = page.locator(".activis-data_map")
         canvas = data_map.locator("canvas").first
         canvas.scroll_into_view_if_needed()
-        box = canvas.bounding_box()
-        page.mouse.move(box["x"] + 2, box["y"] + 2)
-        page.mouse.down()
-        page.mouse.move(box["x"] + box["width"] - 2, box["y"] + box["height"] - 2, steps=5)
-        page.mouse.up()
+        drag(page, canvas.bounding_box(), (0.01, 0.01), (0.99, 0.99))
         page.wait_for_function("""() => Array.from(window.activisPage.models.values())
             .some((m) => m.get('__module') === 'activation_matrix' && m.get('row_keys').includes('selection'))""")
         brushed = np.unique(page_state(page, "data_map_view", "brushed")["brushed"]["data"])
