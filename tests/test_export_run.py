@@ -125,3 +125,16 @@ def test_run_page_moves_every_view_to_a_checkpoint_offline(tmp_path, browser, ex
     finally:
         context.close()
     assert problems == []
+
+
+def test_a_sampled_run_page_keeps_the_cockpit_and_says_the_checkpoints_are_left_out(tmp_path, explorer):
+    import json
+
+    path = activis.save_html(tmp_path / "sample.html", explorer, max_instances=100)
+    text = path.read_text()
+    payload = json.loads(text[text.index('id="activis-state">') + 19:text.index("</script>")])
+    children = payload["layout"]["children"]
+    assert children[0]["text"].startswith("A sample: 100 of 120") and "checkpoints are left out" in children[0]["text"]
+    assert children[1]["data"]["checkpoints"] is None
+    cockpit = payload["models"][children[-1]["model"]]
+    assert cockpit["module"] == "cockpit_panel"

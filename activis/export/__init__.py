@@ -45,8 +45,12 @@ def save_html(path, *items, title: str = "activis", max_instances: int = 20_000)
     for item in items:
         if isinstance(item, Explorer) and item.store.n_instances > max_instances:
             with sampled_explorer(item, max_instances) as (sample, note):
+                if item.timeline is not None:  # a sample is one checkpoint: the run's instruments still come
+                    note += " The run's checkpoints are left out of a sampled page; its cockpit is below."
                 children += [{"kind": "text", "text": note, "style": {"font-weight": "600"}},
                              *_explorer_nodes(sample, state)]
+                if item.cockpit is not None:
+                    children.append(state.layout(item.cockpit))
         elif isinstance(item, Explorer):
             children += _explorer_nodes(item, state)
         else:
