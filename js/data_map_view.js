@@ -59,8 +59,8 @@ function setup(kit) {
       return seq[Math.min(seq.length - 1, Math.round((Math.min(f, 4) / 4) * (seq.length - 1)))];
     }
     const c = kit.array("correctness")?.data[i] ?? 0;
-    const scale = p.correctness || ["#d62728", "#2ca02c"];
-    return scale[Math.min(scale.length - 1, Math.round(c * (scale.length - 1)))];
+    const scale = p.correctness || ["#2ca02c", "#d62728"];  // [correct, misclassified]
+    return scale[Math.min(scale.length - 1, Math.round((1 - c) * (scale.length - 1)))];
   }
 
   const draw = kit.frame(() => {
