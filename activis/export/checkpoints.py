@@ -7,8 +7,9 @@ so it holds what those moves read: each checkpoint's activations of every layer,
 predictions and scores, its colourings, the tooltip text that changed and the stored subsets' members.
 Buffers equal to the latest checkpoint's are stored once (`PageState.add_buffer` shares equal bytes).
 
-Past `MAX_CHECKPOINT_BYTES` of activations the other checkpoints travel as float16, then only an evenly
-spaced few of them (the first, the shown and the latest always), and the page says so.
+Past `MAX_CHECKPOINT_BYTES` of activations in all (a page of about 25 MB once base64-encoded) the other
+checkpoints travel as float16, then only an evenly spaced few of them (the first, the shown and the
+latest always), and the page says so.
 """
 
 from __future__ import annotations
@@ -19,8 +20,8 @@ from ..widgets.projection_view import color_encoding, color_options
 from .explorer import hover_fields
 from .state import PageState
 
-# the other checkpoints' activations a page holds at most (the shown one comes on top)
-MAX_CHECKPOINT_BYTES = 24 << 20
+# every checkpoint's activations a page holds at most, the latest's (the page's own data) included
+MAX_CHECKPOINT_BYTES = 18 << 20
 
 
 def checkpoint_data(explorer, state: PageState, base: dict) -> tuple[dict | None, str]:
@@ -33,8 +34,9 @@ def checkpoint_data(explorer, state: PageState, base: dict) -> tuple[dict | None
     steps, shown = timeline.steps, explorer.checkpoint
     per_step = sum(explorer.store.n_instances * explorer.store.layer_spec(layer).neurons * 4
                    for layer in explorer.store.layers)
-    halve = per_step * (len(steps) - 1) > MAX_CHECKPOINT_BYTES
-    kept = _kept_steps(steps, shown, MAX_CHECKPOINT_BYTES // max(1, per_step // (2 if halve else 1)))
+    room = max(0, MAX_CHECKPOINT_BYTES - per_step)  # what the latest checkpoint leaves to the others
+    halve = per_step * (len(steps) - 1) > room
+    kept = _kept_steps(steps, shown, room // max(1, per_step // (2 if halve else 1)))
     notes = []
     if halve:
         notes.append("checkpoints other than the latest hold their activations as float16")
