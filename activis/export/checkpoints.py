@@ -31,21 +31,21 @@ def checkpoint_data(explorer, state: PageState, base: dict) -> tuple[dict | None
     if timeline is None or len(timeline.steps) < 2:
         return None, ""
     timeline.wait_for_layouts()  # the selected layer's aligned layouts, as the notebook shows them
-    steps, shown = timeline.steps, explorer.checkpoint
-    per_step = sum(explorer.store.n_instances * explorer.store.layer_spec(layer).neurons * 4
-                   for layer in explorer.store.layers)
+    steps, shown, store = timeline.steps, explorer.checkpoint, explorer.store
+    values = {layer: store.n_instances * store.layer_spec(layer).neurons for layer in store.layers}
+    per_step = sum(v * (2 if store.activations(layer).dtype == np.float16 else 4) for layer, v in values.items())
     room = max(0, MAX_CHECKPOINT_BYTES - per_step)  # what the latest checkpoint leaves to the others
     halve = per_step * (len(steps) - 1) > room
-    kept = _kept_steps(steps, shown, room // max(1, per_step // (2 if halve else 1)))
+    halved = 2 * sum(values.values()) if halve else per_step
+    kept = _kept_steps(steps, shown, room // max(1, halved))
     notes = []
-    if halve:
+    if halved < per_step:
         notes.append("checkpoints other than the latest hold their activations as float16")
     if len(kept) < len(steps):
         notes.append(f"{len(kept)} of {len(steps)} checkpoints kept (steps {', '.join(map(str, kept))})")
     entries = [_step_data(explorer, step, state, base, halve and step != steps[-1]) for step in kept]
     note = f"This page holds the run's checkpoints: {'; '.join(notes)}." if notes else ""
-    return {"steps": kept, "shown": shown if shown in kept else kept[-1], "at": entries,
-            "flipped_note": "Adding the subset of flipped predictions needs Python."}, note
+    return {"steps": kept, "shown": shown, "at": entries}, note
 
 
 def _kept_steps(steps: list[int], shown: int, room: int) -> list[int]:

@@ -78,17 +78,17 @@ export function coordinateCheckpoints(manager, node, buffers, links, root) {
       sel.setMany({ brush: brushed && brushed.shape[0] ? brushed : null, brush_source: "data_map" });
     });
   }
-  disableKernelControls(root, run.flipped_note);
+  disableKernelControls(root);
   moveTo(run.shown);
 }
 
 /** Buttons of the run's views that ask Python (add the flipped subset, a data-map subset): disabled, with a note. */
-function disableKernelControls(/** @type {HTMLElement} */ root, /** @type {string} */ note) {
+function disableKernelControls(/** @type {HTMLElement} */ root) {
   const buttons = root.querySelectorAll(".activis-timeline [data-role=flipped], .activis-data_map button[data-subset]");
   for (const button of Array.from(buttons)) {
     const b = /** @type {HTMLButtonElement} */ (button);
     b.disabled = true;
-    b.title = `${note.replace("Adding the subset of flipped predictions", "This")} Open the notebook to do it.`;
+    b.title = "Adding a subset needs Python: open the notebook to do it. The page shows what was saved.";
     b.classList.add("activis-page-kernel");
   }
 }
