@@ -19,11 +19,11 @@ export function coordinateCheckpoints(manager, node, buffers, links, root) {
   const sel = manager.models.get(node.selection);
   if (!timeline || !sel) return;
   const steps = /** @type {number[]} */ (run.steps);
-  // the latest checkpoint's fields, which every move starts from (a step only names what it changes)
+  // the latest checkpoint's fields, which a move starts from (a step names only the tooltips it changes,
+  // and only the layers whose aligned layouts were computed have positions of their own)
   const base = {
     layers: new Map(data.layers.map((/** @type {any} */ l) => [l.name, { ...l }])),
     instances: { ...data.instances }, hover: data.hover.values.slice(),
-    colourings: Object.fromEntries(Object.entries(data.colourings).map(([k, v]) => [k, { ...v }])),
   };
 
   function moveTo(/** @type {number} */ step) {
