@@ -4,8 +4,9 @@
 writes one file with the bundled JS inlined and the data embedded as binary; it opens from
 ``file://`` with no network and no kernel. In the page every view draws and links as in the
 notebook; an Explorer also cross-filters there (a lasso's matrix row is computed in the page from
-the embedded activations). What needs Python (slice discovery, adding subsets, explaining an
-instance) is disabled, and the page says so.
+the embedded activations). An Explorer over a run keeps its checkpoints: the slider, the cockpit's step
+brush and a CKA cell move the views there (`checkpoints`). What needs Python (slice discovery, adding
+subsets, explaining an instance) is disabled, and the page says so.
 """
 
 from __future__ import annotations
