@@ -103,6 +103,12 @@ def test_run_page_moves_every_view_to_a_checkpoint_offline(tmp_path, browser, ex
         page.wait_for_selector(".activis-timeline[data-step='10']")
         assert page.locator(".activis-cockpit").get_attribute("data-marked-step") == "10"
         assert page_state(page, "projection_view", "shown_method")["shown_method"] == "aligned · step 10"
+        # another layer has no aligned layouts (the notebook computed the selected layer's): its own layout shows
+        select = page.locator(".activis-matrix select").first
+        select.select_option("0")
+        assert page_state(page, "projection_view", "shown_method")["shown_method"] == "pca"
+        select.select_option(layer)
+        assert page_state(page, "projection_view", "shown_method")["shown_method"] == "aligned · step 10"
         # the data map's box brush is the shared brush: the matrix's selection row is its mean at step 10
         data_map = page.locator(".activis-data_map")
         canvas = data_map.locator("canvas").first

@@ -16,6 +16,7 @@ export function coordinateCheckpoints(manager, node, buffers, links, root) {
   const data = node.data, run = data.checkpoints;
   const model = (/** @type {string} */ role) => manager.models.get(node.views[role]);
   const timeline = model("timeline"), cockpit = model("cockpit"), cka = model("cka"), dataMap = model("data_map");
+  const projection = model("projection");
   const sel = manager.models.get(node.selection);
   if (!timeline || !sel) return;
   const steps = /** @type {number[]} */ (run.steps);
@@ -47,7 +48,7 @@ export function coordinateCheckpoints(manager, node, buffers, links, root) {
     for (const [name, indices] of Object.entries(at.subsets)) {
       if (data.subsets[name]) data.subsets[name].indices = indices;
     }
-    links.reload(aligned ? `aligned · step ${step}` : model("projection")?.get("method") || "");
+    links.reload(aligned ? `aligned · step ${step}` : projection?.get("method") || "");
     if (timeline.get("step") !== step) timeline.set("step", step);
     if (cockpit) cockpit.set("marked_step", step);
     if (cka) cka.set("marked_step", step);
@@ -55,6 +56,12 @@ export function coordinateCheckpoints(manager, node, buffers, links, root) {
   }
 
   timeline.on("change:step", () => moveTo(timeline.get("step")));
+  if (projection) {  // another layer shown at this checkpoint: its aligned layout, when it has one, says so
+    projection.on("change:layer", () => {
+      const step = timeline.get("step"), own = run.at[steps.indexOf(step)]?.layers[projection.get("layer")];
+      if (own && own.positions !== null) projection.set("shown_method", `aligned · step ${step}`);
+    });
+  }
   if (cockpit) {
     cockpit.on("change:step_range", () => {  // a brushed step range shows the last checkpoint in it
       const range = cockpit.get("step_range") || [];
