@@ -6,7 +6,8 @@
 // configuration values and series names are data: they reach the page only through textContent.
 import { defineView } from "./common/view.js";
 import { h, svg, makeTooltip } from "./common/dom.js";
-import { frame, line, horizontalDrag, formatNumber } from "./evaluation/chart.js";
+import { frame, line, horizontalDrag } from "./evaluation/chart.js";
+import { formatNumber } from "./common/format.js";
 
 const CSS = `
 .activis-runs { overflow-y: auto; }

@@ -3,6 +3,7 @@
 // over the embedded data. The views themselves are unchanged; this answers the traits they write
 // (a layer, a neuron, a lasso, a hover, a pin, a subset) with the traits the kernel would send back.
 import { decodeArray } from "../common/arrays.js";
+import { formatInteger, formatNumber } from "../common/format.js";
 import { clauseEvents, clausesFor } from "../common/selection.js";
 import { continuousColouring, rowStatistics, serialised, sortNeurons, uniqueSorted, widenHalf } from "./stats.js";
 
@@ -13,6 +14,7 @@ const KERNEL_NOTE = "Explaining a pinned instance needs Python: the saved page s
  * @param {import("./runtime.js").StaticManager} manager
  * @param {any} node the layout node {views, selection, data}
  * @param {DataView[]} buffers
+ * @returns {{ reload: (method: string) => void } | undefined} what a checkpoint move calls
  */
 export function coordinateExplorer(manager, node, buffers) {
   const data = node.data;
@@ -59,7 +61,7 @@ export function coordinateExplorer(manager, node, buffers) {
   function rowMeta(/** @type {string} */ key, /** @type {number} */ size) {
     const mine = custom.get(key);
     if (mine) {
-      const description = `${size.toLocaleString("en-US")} chosen instance${size !== 1 ? "s" : ""}`;
+      const description = `${formatInteger(size)} chosen instance${size !== 1 ? "s" : ""}`;
       return { key, label: mine.label, kind: "indices", size, description };
     }
     if (key.startsWith(SUBSET)) {
@@ -160,7 +162,7 @@ export function coordinateExplorer(manager, node, buffers) {
       const layer = layers.get(projection.get("layer"));
       const neuron = projection.get("neuron");
       const value = activations(layer)[index * layer.neurons + neuron];
-      fields.splice(Math.min(4, fields.length), 0, [`neuron ${neuron}`, value.toPrecision(4)]);
+      fields.splice(Math.min(4, fields.length), 0, [`neuron ${neuron}`, formatNumber(value)]);
     }
     projection.set("hover_details", { index, fields });
   }
@@ -260,13 +262,14 @@ export function coordinateExplorer(manager, node, buffers) {
     if (every || mark === "brush") projection.set("selected_indices", null);
   }
 
-  /** The finished layout of the layer shown, whatever the notebook's job had reached when it was saved. */
-  function showLayout() {
+  /** The finished layout of the layer shown, whatever the notebook's job had reached when it was saved
+   * (or a checkpoint's aligned layout, named by `method`). */
+  function showLayout(method = projection.get("method")) {
     const layer = layers.get(projection.get("layer"));
     if (!layer) return;
     const positions = float32(layer.positions);
     projection.setMany({ positions: serialised(positions, [positions.length / 2, 2]), n_neurons: layer.neurons,
-      shown_method: projection.get("method"), status: "done", stage: "", progress: 1, error: "" });
+      shown_method: method, status: "done", stage: "", progress: 1, error: "" });
   }
 
   // ---------------------------------------------------------------- the links (explorer.py's LINKS)
@@ -373,4 +376,17 @@ export function coordinateExplorer(manager, node, buffers) {
       subsetPanel.set("active", key.slice(SUBSET.length));
     }
   });
+  return {
+    /** The embedded data moved to another checkpoint: redraw what reads it, as the kernel's set_store does. */
+    reload(/** @type {string} */ method) {
+      widened.clear();
+      const name = subsetPanel ? subsetPanel.get("active") : "", indices = name ? subsetIndices(name) : null;
+      if (indices) sel.set("subset_indices", serialised(indices, [indices.length]));
+      refreshMatrix();
+      showLayout(method);
+      recolour();
+      if (sel.get("neuron") >= 0) sel.emit("change:neuron", sel.get("neuron"));
+      instanceSample(asInstances.clause("brush"));
+    },
+  };
 }
