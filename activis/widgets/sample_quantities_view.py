@@ -18,7 +18,7 @@ from ..dynamics.per_instance import QUANTITIES
 from ._arrays import array_serialization
 from ._base import View, bundle
 from .errors import ViewError, unknown
-from .selection import Selection, as_indices
+from .selection import Selection, brushed_indices
 
 SOURCE = "per_sample"  # this view's name in the shared Selection's clauses
 
@@ -84,10 +84,4 @@ class SampleQuantitiesView(View):
 
     @traitlets.validate("brushed")
     def _valid_brushed(self, proposal):
-        value = proposal["value"]
-        if value is None:
-            return None
-        indices = as_indices(value)
-        if indices.size and indices.max() >= len(self._frame):
-            raise ViewError(f"brushed holds instance {int(indices.max())}; there are {len(self._frame)}.")
-        return indices
+        return brushed_indices(proposal["value"], len(self._frame))
