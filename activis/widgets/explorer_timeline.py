@@ -154,10 +154,12 @@ class ExplorerTimeline:
     def _follow_later(self) -> None:
         """The views beside the matrix and projection follow the checkpoint after those have been sent
         (in a kernel, once its loop is free; several moves while playing are followed once)."""
+        if self._followers_pending:
+            return
         loop = kernel_loop()
         if loop is None:
             self._follow_checkpoint()
-        elif not self._followers_pending:
+        else:
             self._followers_pending = True
             loop.add_callback(self._follow_checkpoint)
 
