@@ -40,6 +40,7 @@ from .cockpit_panel import CockpitPanel
 from .data_map_view import SOURCE as DATA_MAP
 from .data_map_view import DataMapView
 from .errors import ViewError
+from .links import Link
 from .sample_quantities_view import SOURCE as PER_SAMPLE
 from .sample_quantities_view import SampleQuantitiesView
 from .selection import as_indices
@@ -79,21 +80,19 @@ class ExplorerTimeline:
         if len(self.steps) > 1:
             try:
                 self.data_map = DataMapView(data_map_of(store), subsets=explorer.subsets, height=360)
-                self.data_map.shared_selection = explorer.selection
             except DynamicsError as exc:  # no labels, or outputs that are not class scores
                 self.errors["data_map"] = str(exc)
             self.cka = CKAView(cka_matrix(store), marked_step=self.steps[-1], marked_layer=explorer.selection.layer)
         self.per_sample = None
         try:
             self.per_sample = SampleQuantitiesView(instance_quantities(store), step=self.steps[-1], height=170)
-            self.per_sample.shared_selection = explorer.selection
         except DynamicsError as exc:  # no labels, or outputs that are not class scores
             self.errors["per_sample"] = str(exc)
         self._findings = self._read_findings()
         self.runs_panels: list = []  # RunsPanels linked by link_runs_panel
         self._range_move = False  # a step range sets compare_to and the checkpoint: one refresh, not two
         self._followers_pending = False
-        self._wire()
+        self._link()
         self._request_layouts(explorer.selection.layer)
         row = widgets.Layout(width="100%")
         side = [v for v in (self.data_map, self.cka) if v is not None]
@@ -118,21 +117,25 @@ class ExplorerTimeline:
             return self._stores[step]
 
     # ------------------------------------------------------------------ links
-    def _wire(self) -> None:
-        ex = self.explorer
-        ex.observe(self._on_checkpoint, "checkpoint")
-        self.view.observe(lambda c: setattr(ex, "checkpoint", c["new"]), "step")
+    # The timeline's links, in the explorer's one table mechanism (`links.Coordinator`); absent views
+    # (no cockpit without a step log, no data map without labels) leave their links out.
+    LINKS = (
+        Link("explorer", "checkpoint", call="_on_checkpoint"),
+        Link("timeline", "step", to="explorer.checkpoint"),
+        Link("selection", "layer", call="_on_layer"),
+        Link("cockpit", "step_range", call="_on_step_range"),
+        Link("data_map", "brushed", clause="brush", owner=DATA_MAP),
+        Link("cka", "picked", call="_on_cka_pick"),
+        Link("timeline", "compare_to", call="_on_compare_to"),
+        Link("per_sample", "brushed", clause="brush", owner=PER_SAMPLE),
+    )
+
+    def _link(self) -> None:
+        links = self.explorer.links
+        links.add_views(timeline=self.view, cockpit=self.cockpit, data_map=self.data_map, cka=self.cka,
+                        per_sample=self.per_sample)
+        links.add(self.LINKS, host=self)
         self.view.on_msg(self._on_timeline_message)
-        self.view.observe(self._on_compare_to, "compare_to")
-        ex.selection.observe(self._on_layer, "layer")
-        if self.cockpit is not None:
-            self.cockpit.observe(self._on_step_range, "step_range")
-        if self.data_map is not None:
-            self.data_map.observe(self._on_data_map_brush, "brushed")
-        if self.cka is not None:
-            self.cka.observe(self._on_cka_pick, "picked")
-        if self.per_sample is not None:
-            self.per_sample.observe(self._on_per_sample_brush, "brushed")
 
     def _on_checkpoint(self, change) -> None:
         ex, step = self.explorer, change["new"]
@@ -202,9 +205,11 @@ class ExplorerTimeline:
             return
         if not hasattr(panel, "marked_step") or not hasattr(panel, "step_range"):
             raise ViewError(f"link_runs_panel takes a RunsPanel, not {type(panel).__name__}.")
+        name = f"runs_panel_{len(self.runs_panels)}"
         self.runs_panels.append(panel)
         panel.marked_step = self.explorer.checkpoint
-        panel.observe(self._on_step_range, "step_range")
+        self.explorer.links.add_views(**{name: panel})
+        self.explorer.links.add([Link(name, "step_range", call="_on_step_range")], host=self)
 
     def _on_step_range(self, change) -> None:
         """A step range brushed in an instrument shows the last checkpoint in it, with the difference since
@@ -224,14 +229,6 @@ class ExplorerTimeline:
             self._range_move = False
         if not moves:
             self._show_compare()
-
-    def _on_data_map_brush(self, change) -> None:
-        brushed = change["new"]
-        self.explorer.selection.set_brush(brushed if brushed is not None and len(brushed) else None, DATA_MAP)
-
-    def _on_per_sample_brush(self, change) -> None:
-        brushed = change["new"]
-        self.explorer.selection.set_brush(brushed if brushed is not None and len(brushed) else None, PER_SAMPLE)
 
     def _on_cka_pick(self, change) -> None:
         picked = change["new"]
