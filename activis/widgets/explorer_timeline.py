@@ -333,6 +333,8 @@ class ExplorerTimeline:
     def _compute_layouts(self, layer: str) -> None:
         try:
             frames = [self.store_at(step).activations(layer) for step in self.steps]
+            for step in self.steps:  # each checkpoint's instances table read here, not at its first switch
+                self.store_at(step).instances  # noqa: B018
             self._layouts[layer] = aligned_projection(frames, **self._aligned_params)
         except (DynamicsError, MemoryError, ValueError) as exc:  # the projector's own layout stays
             self.errors[f"aligned {layer}"] = str(exc)
