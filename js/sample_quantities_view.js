@@ -3,7 +3,7 @@
 // norm at the logits), one histogram each. Drag across a histogram to brush the instances whose value is
 // in that range (`brushed`, `brush_quantity`, `brush_range`; the explorer makes it the Selection's brush,
 // source "per_sample"); a click without a drag clears it. Instances another view brushes are overlaid
-// as a second histogram (every clause but mine). Names come from Python and are set as text.
+// as a second histogram (every clause but mine), else this view's own brushed instances. Names come from Python and are set as text.
 // The root carries data-step, data-brushed and data-highlighted for tests and tools.
 import { defineView } from "./common/view.js";
 import { h } from "./common/dom.js";
@@ -75,7 +75,9 @@ function setup(kit) {
       domains.push({ lo, hi });
       const w = width - MARGIN.left - MARGIN.right, ht = height - MARGIN.top - MARGIN.bottom;
       const counts = histogram(values, null, lo, hi);
-      const lit = highlighted ? histogram(values, highlighted, lo, hi) : null;
+      const own = kit.array("brushed")?.data; // this view's brush, when no other view's is there
+      const shown = highlighted || (own && own.length ? own : null);
+      const lit = shown ? histogram(values, shown, lo, hi) : null;
       const top = Math.max(1, ...counts);
       const bw = w / BINS;
       ctx.fillStyle = kit.colour("--av-fg-muted", "#888");

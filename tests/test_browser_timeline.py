@@ -144,6 +144,7 @@ def test_every_link_between_the_timeline_instruments_and_views(lab, page):
     state = python_result(panel, 2, lambda r: r["source"] == "projection" and (r["brush"] or 0) > 0)
     page.wait_for_function("([el, n]) => el.dataset.highlighted === String(n)",
                            arg=[data_map.element_handle(), state["brush"]])
+    projection.scroll_into_view_if_needed()
     page.screenshot(path=str(ARTIFACTS / "timeline-explorer.png"))  # the page at 1400 x 900, as a user sees it
 
     # 6. CKA cell -> layer and checkpoint
