@@ -94,7 +94,7 @@ function setup(kit) {
 
   function computeScale() {
     const stat = model.get("statistic");
-    const diff = keyIndex(model.get("difference_to")) >= 0;
+    const diff = keyIndex(model.get("difference_to")) >= 0 || !!model.get("compared_to");
     const bg = themeColor(el, "--av-bg", "#ffffff"), nan = themeColor(el, "--av-bg-alt", "#eeeeee");
     scale = colourScale(shown, stat, diff, kit.palette().matrix, bg, nan);
   }
@@ -243,6 +243,7 @@ function setup(kit) {
     const stat = model.get("statistic");
     const ref = keyIndex(model.get("difference_to"));
     let title = STAT_TITLE[stat] + (stat === "active" ? ` (> ${formatNumber(model.get("threshold"))})` : "");
+    if (model.get("compared_to")) title = `${title}, change since ${model.get("compared_to")}`;
     if (ref >= 0) title = `${title}, minus row “${rows[ref].label}”`;
     legendTitle.textContent = title;
     legendLo.textContent = formatNumber(scale.lo);
@@ -250,6 +251,7 @@ function setup(kit) {
     legendMid.textContent = scale.kind === "diverging" ? "(0 at the centre)" : "";
     legendEmpty.textContent = scale.hasNan ? "grey: empty subset" : "";
     el.dataset.scale = scale.kind;
+    el.dataset.comparedTo = model.get("compared_to") || "";
   }
 
   /** The corner names the hovered row (labels are hidden when rows are thin), else the matrix size. */

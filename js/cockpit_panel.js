@@ -195,9 +195,21 @@ function setup(kit) {
       "pointer-events": "none" }));
   }
 
+  // the line charts last drawn: a new marked step moves their rules without drawing the panel again
+  /** @type {{root: any, x: any, height: number, m: any}[]} */
+  let stepCharts = [];
+  const moveMarkedStep = kit.frame(() => {
+    for (const c of stepCharts) {
+      for (const old of c.root.querySelectorAll(".av-marked-step")) old.remove();
+      markStep(c.root, c.x, c.height, c.m);
+    }
+    el.dataset.markedStep = String(model.get("marked_step"));
+  });
+
   // ------------------------------------------------------------------ whole panel
   function draw() {
     const d = data();
+    stepCharts = [];
     title.textContent = model.get("run") || "cockpit";
     const layers = model.get("layers");
     const options = [h("option", { value: "", text: "whole network" }),
@@ -223,6 +235,7 @@ function setup(kit) {
       if (inst.kind === "line") {
         const drawn = lineChart(entry, d, box, COLORS);
         if (drawn) {
+          stepCharts.push(drawn);
           markStep(drawn.root, drawn.x, drawn.height, drawn.m);
           brush(drawn.root, drawn.x, drawn.height, d, drawn.lines, drawn.m);
         }
@@ -259,8 +272,9 @@ function setup(kit) {
     draw();
   });
   function schedule() { redraw(); }
-  kit.on("steps series layer_series layer step_range marked_step hist1d hist2d notes tracked height colours "
-    + "first_step_s", schedule);
+  kit.on("steps series layer_series layer step_range hist1d hist2d notes tracked height colours first_step_s",
+    schedule);
+  kit.on("marked_step", moveMarkedStep);
   kit.onResize(el, schedule);
   draw();
 }

@@ -625,7 +625,9 @@ function setup(kit) {
     tableBox.style.height = `${chartH + 30}px`;
     const sub = model.get("compared_label");
     cards.metrics.sub.textContent = sub ? `beside ${sub}` : "";
-    info.textContent = `${formatInteger(n)} instances · ${K} classes`;
+    const caption = model.get("caption");
+    info.textContent = `${caption ? `${caption} · ` : ""}${formatInteger(n)} instances · ${K} classes`;
+    el.dataset.caption = caption || "";
     errorBox.textContent = model.get("error") || "";
     applyThreshold(model.get("threshold"));
     el.dataset.ready = "1";
@@ -644,7 +646,7 @@ function setup(kit) {
   kit.listen(argmaxButton, "click", backToArgmax);
   kit.listen(clear, "click", clearSelection);
   kit.on("index score other label roc pr reliability focus class_names colours summary class_metrics " +
-    "compared_summary compared_roc compared_label height error", redraw);
+    "compared_summary compared_roc compared_label height error caption", redraw);
   kit.on("threshold", () => { if (model.get("threshold") !== threshold) applyThreshold(model.get("threshold")); });
   kit.on("argmax", redraw);
   kit.on("selected_cell", drawConfusionCells);

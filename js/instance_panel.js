@@ -139,8 +139,8 @@ function layoutGroups(s, sortKeys, width, cell) {
   return { groups: ordered, x, y, pad, cols, height: top };
 }
 
-export default defineView({ name: "ip", css: CSS, source: "instances", arrays: ["_sort_keys", "highlighted_indices"],
-  setup });
+export default defineView({ name: "ip", css: CSS, source: "instances",
+  arrays: ["_sort_keys", "highlighted_indices", "marked_indices"], setup });
 
 /** @param {import("./common/view.js").Kit} kit */
 function setup(kit) {
@@ -333,9 +333,31 @@ function setup(kit) {
       ctx.fill();
       pinnedDrawn++;
     }
+    const markedDrawn = drawMarks(ctx, size);
     drawOverlay();
     scrollToHighlighted(size);
+    el.dataset.markedDrawn = String(markedDrawn);
     finish(t0, drawn, thumbsDrawn, pinnedDrawn, highlightedDrawn, summary);
+  }
+
+  /** The marked instances (a prediction that changed between checkpoints): a corner triangle, bottom left. */
+  function drawMarks(/** @type {CanvasRenderingContext2D} */ ctx, /** @type {number} */ size) {
+    const marked = kit.array("marked_indices")?.data;
+    if (!marked || !sample) return 0;
+    ctx.fillStyle = kit.colour("--av-warn", "#e6550d");
+    let drawn = 0;
+    for (const idx of Array.from(marked)) {
+      const i = sample.position.get(idx);
+      if (i === undefined) continue;
+      const x = lay.x[i], y = lay.y[i] + size;
+      ctx.beginPath();
+      ctx.moveTo(x - 1, y + 1);
+      ctx.lineTo(x - 1, y - 6);
+      ctx.lineTo(x + 6, y + 1);
+      ctx.fill();
+      drawn++;
+    }
+    return drawn;
   }
 
   /** The fill for a value sorted by: the palette's sequential ramp over the sample's range. */
@@ -399,6 +421,8 @@ function setup(kit) {
       parts.push(`${wrong} misclassified`);
       if (pinned.size) parts.push(`${pinned.size} pinned`);
       if (highlighted) parts.push(`${highlightedDrawn} of ${highlighted.size} highlighted shown`);
+      const marked = kit.array("marked_indices")?.data;
+      if (marked && marked.length) parts.push(`◣ ${marked.length} ${model.get("mark_label") || "marked"}`);
     }
     info.textContent = parts.join(" · ");
     const sortLabel = model.get("sort_label");
@@ -574,8 +598,8 @@ function setup(kit) {
     });
   }
   kit.on("_sample", () => schedule(true));
-  kit.on("_sort_keys sort_label pinned highlighted_indices class_names colours thumbnails height",
-    () => schedule(false));
+  kit.on("_sort_keys sort_label pinned highlighted_indices marked_indices mark_label class_names colours thumbnails "
+    + "height", () => schedule(false));
   kit.onResize(scroll, (size) => {
     if (Math.abs(size.width - lastWidth) > 1) schedule(false);
   });

@@ -108,6 +108,12 @@ function setup(kit) {
         rule.appendChild(title);
         f.plot.appendChild(rule);
       }
+      const marked = model.get("marked_step"); // an explorer's checkpoint: the same rule as in the cockpit
+      if (marked >= x0 && marked <= x1) {
+        f.plot.appendChild(svg("line", { class: "av-marked-step", x1: f.x(marked), x2: f.x(marked), y1: f.top,
+          y2: f.bottom, "data-step": String(marked), stroke: "var(--av-accent)", "stroke-width": 1.5,
+          "stroke-dasharray": "3 2", "pointer-events": "none" }));
+      }
       const brush = svg("rect", { class: "av-brush", y: f.top, height: f.bottom - f.top, width: 0,
         visibility: "hidden" });
       f.root.appendChild(brush);
@@ -145,6 +151,7 @@ function setup(kit) {
     [h("span", { className: "av-jump-key" }), h("span", { text: "sudden jump" })]));
     rangeInfo.textContent = range.length === 2 ? `steps ${range[0]}–${range[1]}` : "all steps";
     el.dataset.range = range.join(",");
+    el.dataset.markedStep = String(model.get("marked_step"));
     el.dataset.steps = String(T); // how many steps the charts span: grows while a run trains
   }
 
@@ -205,7 +212,7 @@ function setup(kit) {
   const redraw = kit.frame(draw);
   kit.listen(reset, "click", resetRange);
   kit.on("run_names colours series_names steps values jumps partings config_rows config_columns step_range " +
-    "range_means height", redraw);
+    "range_means height marked_step", redraw);
   kit.onResize(grid, redraw);
   kit.onTheme(redraw);
   el.style.maxHeight = `${model.get("height")}px`;

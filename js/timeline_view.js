@@ -1,12 +1,14 @@
 // @ts-check
 // TimelineView: a checkpoint slider with play/pause. Ticks mark the checkpoint steps (spaced by step);
 // dragging the slider or clicking a tick sets `step` (snapped to a checkpoint); play walks through the
-// checkpoints every `interval` ms and stops at the last. The root carries data-step and data-steps, each
-// tick data-step, for tests and tools.
+// checkpoints every `interval` ms and stops at the last. "Δ since" picks `compare_to` (-1: none), the
+// checkpoint the explorer shows differences from. The root carries data-step, data-steps and
+// data-compare-to, each tick data-step, for tests and tools.
 import { defineView } from "./common/view.js";
 import { h } from "./common/dom.js";
 
-/** @typedef {{ steps: number[], step: number, playing: boolean, interval: number, height: number }} TimelineModel */
+/** @typedef {{ steps: number[], step: number, playing: boolean, interval: number, height: number,
+ *   compare_to: number }} TimelineModel */
 
 const CSS = `
 .activis-timeline { display: flex; align-items: center; gap: 8px; padding: 4px 8px; font-size: 12px; }
@@ -30,10 +32,14 @@ function setup(kit) {
   const ticks = h("div");
   const track = h("div", { className: "av-track" }, [slider, ticks]);
   const label = h("span", { className: "av-step", "data-role": "step-label" });
+  const compare = /** @type {HTMLSelectElement} */ (h("select", { "data-role": "compare",
+    title: "Show each matrix row as its change since this checkpoint, and mark the instances whose prediction "
+      + "changed" }));
+  compare.addEventListener("change", () => { model.set("compare_to", Number(compare.value)); model.save_changes(); });
   const flipped = h("button", { text: "+ flipped", "data-role": "flipped",
-    title: "Add the subset of instances whose prediction changed between the first checkpoint and this one",
-    onclick: () => model.send({ flipped: true }) });
-  el.append(play, track, label, flipped);
+    title: "Add the subset of instances whose prediction changed between the compared checkpoint (or the first) "
+      + "and this one", onclick: () => model.send({ flipped: true }) });
+  el.append(play, track, label, compare, flipped);
 
   const steps = () => /** @type {number[]} */ (model.get("steps"));
   const setStep = (/** @type {number} */ step) => {
@@ -60,6 +66,11 @@ function setup(kit) {
     })));
     label.textContent = `step ${model.get("step")} · ${s.indexOf(model.get("step")) + 1}/${s.length}`;
     play.textContent = model.get("playing") ? "❚❚ pause" : "▶ play";
+    const against = model.get("compare_to");
+    compare.replaceChildren(h("option", { value: "-1", text: "no difference" }),
+      ...s.map((step) => h("option", { value: String(step), text: `Δ since step ${step}` })));
+    compare.value = String(against);
+    el.dataset.compareTo = String(against);
     el.dataset.step = String(model.get("step"));
     el.dataset.steps = s.join(",");
     el.dataset.ready = "1";
@@ -95,7 +106,7 @@ function setup(kit) {
     model.save_changes();
   });
   kit.cleanup(() => { if (timer !== null) clearInterval(timer); });
-  kit.on("steps step playing", draw);
+  kit.on("steps step playing compare_to", draw);
   kit.on("playing interval", follow);
   draw();
   follow();

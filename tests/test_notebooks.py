@@ -181,6 +181,15 @@ def check_training_timeline(ran):
     np.testing.assert_array_equal(panel["steps"], np.arange(84))
     assert "easy to learn" in ran.text("dm = run.data_map()")
     assert "(10, (1797, 2)," in ran.text("layouts = activis.aligned_projection(")
+    # the linked views: a step range moves the explorer and marks the flipped predictions; a data-map brush
+    # filters the instance panel to exactly the brushed instances
+    spike = re.search(r"loss jumps at step (\d+): the explorer shows checkpoint (\d+), compared to checkpoint "
+                      r"(\d+); (\d+) predictions changed", ran.text("explorer.cockpit.step_range"))
+    assert spike and int(spike[3]) < int(spike[2]) and int(spike[4]) > 0
+    assert f"prediction changed {spike[3]} → {spike[2]}" in ran.text("explorer.cockpit.step_range")
+    hard = re.search(r"(\d+) hard-to-learn instances; the instance panel shows (\d+)", ran.text("data_map.brush(hard)"))
+    assert hard and hard[1] == hard[2] and int(hard[1]) > 0
+    assert re.search(r"\d+ instances with a loss above", ran.text("per_sample.brush("))
 
 
 CHECKS = {"quickstart.ipynb": check_quickstart, "tabular_subsets.ipynb": check_tabular_subsets,

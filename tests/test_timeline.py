@@ -9,6 +9,7 @@ from timeline_run import make_run
 
 import activis
 from activis import Subsets, cka_matrix, data_map_of
+from activis.subsets import Subset
 from activis.widgets import row_keys
 from activis.widgets.errors import ViewError
 from activis.widgets.projection_view import color_encoding
@@ -156,3 +157,113 @@ def test_flipped_predictions_become_a_picked_subset(run, explorer):
     assert np.array_equal(explorer.selection.subset_indices, np.flatnonzero(changed))
     with pytest.raises(ViewError, match="No checkpoint at step 3"):
         explorer.timeline.add_flipped(3)
+
+
+def test_every_view_follows_the_checkpoint(run, explorer):
+    from activis import instance_quantities
+
+    explorer.explain(3)
+    explorer.checkpoint = 5
+    at = explorer.timeline.store_at(5)
+    assert explorer.why.store is at and explorer.last_explanation is not None
+    assert explorer.evaluation.caption == "step 5"
+    np.testing.assert_allclose(explorer.evaluation.outcomes.scores, activis.evaluate(at).outcomes.scores)
+    assert explorer.slice_suggestions.source == "step 5"
+    per_sample = explorer.timeline.per_sample
+    assert per_sample.step == 5
+    np.testing.assert_allclose(per_sample.values, instance_quantities(at).to_numpy(np.float32).T)
+
+
+def test_instance_quantities_are_the_loss_and_the_logit_gradient_norm(run):
+    from activis import instance_quantities
+
+    at = run.store.at(10)
+    z = at.outputs.astype(np.float64)
+    p = np.exp(z - z.max(1, keepdims=True))
+    p /= p.sum(1, keepdims=True)
+    y = at.instances["label"].to_numpy()
+    q = instance_quantities(at)
+    np.testing.assert_allclose(q["loss"], -np.log(p[np.arange(len(y)), y]), rtol=1e-6)
+    p[np.arange(len(y)), y] -= 1
+    np.testing.assert_allclose(q["grad_norm"], np.linalg.norm(p, axis=1), rtol=1e-6)
+
+
+def test_the_matrix_shows_each_row_since_a_compared_checkpoint_and_flipped_instances_are_marked(run, explorer):
+    explorer.checkpoint = 10
+    plain = np.array(explorer.matrix.values)
+    explorer.timeline.view.compare_to = 0
+    now = Subsets(run.store.at(10))  # each row's instances at the checkpoint shown, read at step 0
+    members = [Subset.from_indices(now.indices(row_keys.subset_of(k))) for k in explorer.matrix.row_keys]
+    then = Subsets(run.store.at(0)).aggregate(explorer.selection.layer, members)
+    np.testing.assert_allclose(explorer.matrix.values, plain - then["mean"], atol=1e-5)
+    assert explorer.matrix.compared_to == "step 0"
+    changed = np.flatnonzero(run.store.at(0).column("pred") != run.store.at(10).column("pred"))
+    assert changed.size and np.array_equal(explorer.instances.marked_indices, changed)
+    assert explorer.instances.mark_label == "prediction changed since step 0"
+    assert explorer.timeline.add_flipped() == "prediction changed 0 → 10"  # the compared checkpoint, one click
+    explorer.timeline.view.compare_to = -1
+    np.testing.assert_allclose(explorer.matrix.values[:len(plain)], plain)  # + the flipped subset row
+    assert explorer.matrix.compared_to == "" and explorer.instances.marked_indices is None
+    # a step range holding several checkpoints: the last, and the difference since the first
+    explorer.cockpit.step_range = [3, 16]
+    assert explorer.checkpoint == 15 and explorer.timeline.view.compare_to == 5
+    assert explorer.matrix.compared_to == "step 5"
+    explorer.cockpit.step_range = [12, 16]  # one checkpoint inside: no difference
+    assert explorer.checkpoint == 15 and explorer.timeline.view.compare_to == -1 and explorer.matrix.compared_to == ""
+    with pytest.raises(ViewError, match="compare_to=3 is not a checkpoint"):
+        explorer.timeline.view.compare_to = 3
+
+
+def test_a_per_instance_instrument_brush_is_the_selection_brush(explorer):
+    per_sample = explorer.timeline.per_sample
+    losses = per_sample.quantities["loss"].to_numpy()
+    lo, hi = np.quantile(losses, [0.8, 1.0])
+    brushed = per_sample.brush("loss", lo, hi)
+    assert np.array_equal(brushed, np.flatnonzero((losses >= lo) & (losses <= hi)))
+    sel = explorer.selection
+    assert sel.brush_source == "per_sample" and np.array_equal(sel.brush, brushed)
+    assert np.array_equal(explorer.instances.filter_indices, brushed) and row_keys.BRUSH in explorer.matrix.row_keys
+    assert np.array_equal(sel.clause("brush", PROJECTION), brushed) and sel.clause("brush", "per_sample") is None
+    explorer.data_map.brush(np.arange(5))  # another view's brush reaches the instrument's overlay
+    assert np.array_equal(sel.clause("brush", "per_sample"), np.arange(5))
+    per_sample.brush("loss", lo, hi)
+    explorer.checkpoint = 0  # the range stays: it now holds the instances in it at step 0
+    at0 = per_sample.quantities["loss"].to_numpy()
+    assert np.array_equal(sel.brush, np.flatnonzero((at0 >= lo) & (at0 <= hi)))
+    per_sample.brush()
+    assert sel.brush is None and explorer.instances.filter_indices is None
+    with pytest.raises(ViewError, match="No per-instance quantity 'accuracy'"):
+        per_sample.brush("accuracy", 0, 1)
+    with pytest.raises(ViewError, match="finite range"):
+        per_sample.brush("loss", 0, float("nan"))
+
+
+def test_a_runs_panel_marks_the_checkpoint_and_its_step_range_moves_it(run, explorer):
+    panel = activis.RunsPanel([run.path])
+    explorer.timeline.link_runs_panel(panel)
+    assert panel.marked_step == 15
+    explorer.checkpoint = 5
+    assert panel.marked_step == 5
+    panel.step_range = [8, 12]
+    assert explorer.checkpoint == 10 and panel.marked_step == 10
+    with pytest.raises(ViewError, match="takes a RunsPanel"):
+        explorer.timeline.link_runs_panel(explorer.cka)
+
+
+def test_the_graph_marks_the_findings_made_by_the_checkpoint_and_follows_a_finding(tmp_path):
+    run = activis.open_run(make_run(tmp_path / "run"))
+    run.add_finding({"step": 7, "check": "vanishing", "severity": "warning", "title": "Vanishing gradients",
+                     "where": "0", "node": "_0"})
+    run.add_finding({"step": None, "check": "init", "severity": "note", "title": "<b>init</b>", "node": "_2"})
+    ex = activis.Explorer(run.store, run=run, method="pca", projection_params={"n_epochs": 30})
+    assert ex.graph_view.markers["_0"] == {"severity": "warning", "count": 1,
+                                           "title": "Vanishing gradients (from step 7)"}
+    ex.checkpoint = 5
+    assert set(ex.graph_view.markers) == {"_2"}  # made before training: always there
+    ex.timeline.show_finding({"step": 3, "where": "input_1"})  # in the graph, not captured
+    assert ex.checkpoint == 5 and ex.graph_view.selected_layer == "input_1"
+    assert "not captured" in ex.status.value
+    assert ex.timeline.show_finding(run.findings.iloc[0]) == 5  # step 7: checkpoint 5 is the nearest
+    assert ex.graph_view.selected_layer == "_0" and ex.selection.layer == "0" and ex.status.value == ""
+    ex.checkpoint = 10
+    assert set(ex.graph_view.markers) == {"_0", "_2"}

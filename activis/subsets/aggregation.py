@@ -349,9 +349,16 @@ def _cpu_count() -> int:
 
 def _one_blas_thread():
     """Products of this size finish before BLAS threads are useful; on a busy machine they only spin."""
-    from threadpoolctl import threadpool_limits
+    return _blas_controller().limit(limits=1, user_api="blas")
 
-    return threadpool_limits(limits=1, user_api="blas")
+
+@functools.cache
+def _blas_controller():
+    """threadpoolctl's view of the loaded BLAS libraries, made once: making it scans every loaded library
+    (~10 ms with torch loaded), which every aggregation (a brush row, a checkpoint switch) paid."""
+    from threadpoolctl import ThreadpoolController
+
+    return ThreadpoolController()
 
 
 def _matmul_pass(activations, masks, pattern, rows, acc: _Accumulator, threshold: float, chunk_bytes: int) -> None:

@@ -55,7 +55,7 @@ class Subsets:
         self._definitions: dict[str, Subset] = {}
         self._created: dict[str, str] = {}
         # definition key -> (instances table it was evaluated on, mask, digest of the mask)
-        self._masks: OrderedDict[str, tuple[pd.DataFrame, np.ndarray, str]] = OrderedDict()
+        self._masks: OrderedDict[tuple[str, int], tuple[pd.DataFrame, np.ndarray, str]] = OrderedDict()
         self._masks_bytes = 0
         self._rows: OrderedDict[tuple, dict] = OrderedDict()
         self._rows_bytes = 0
@@ -275,16 +275,19 @@ class Subsets:
 
     def _membership(self, subset: Subset) -> tuple[pd.DataFrame, np.ndarray, str]:
         table = self.store.instances
-        cached = self._masks.get(subset.key)
-        if cached is not None and cached[0] is table:  # the same table object: the same store state
-            self._masks.move_to_end(subset.key)
+        # per definition and store state (the table object): an explorer moving between checkpoints finds
+        # each checkpoint's masks again; the entry holds its table, so the id is not reused while cached
+        key = (subset.key, id(table))
+        cached = self._masks.get(key)
+        if cached is not None and cached[0] is table:
+            self._masks.move_to_end(key)
             return cached
         mask = _evaluate(subset.definition, _Context(self.store))
         mask.flags.writeable = False
         digest = hashlib.sha1(np.packbits(mask).tobytes()).hexdigest() + f":{len(mask)}"
-        old = self._masks.pop(subset.key, None)
+        old = self._masks.pop(key, None)
         self._masks_bytes -= old[1].nbytes if old else 0
-        self._masks[subset.key] = entry = (table, mask, digest)
+        self._masks[key] = entry = (table, mask, digest)
         self._masks_bytes += mask.nbytes
         while self._masks_bytes > self.cache_bytes and len(self._masks) > 1:
             _, (_, dropped, _) = self._masks.popitem(last=False)

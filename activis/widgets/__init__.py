@@ -24,6 +24,7 @@ _VIEWS = {
     "TimelineView": "timeline_view",
     "DataMapView": "data_map_view",
     "CKAView": "cka_view",
+    "SampleQuantitiesView": "sample_quantities_view",
     "ViewError": "errors",
 }
 

@@ -55,7 +55,7 @@ class ActivationMatrix(View):
     Neuron order: ``order_mode`` "index", "sort" (by the values in ``sort_by_row``, computed in
     the browser; ``neuron_order`` mirrors it in Python) or "cluster" (hierarchical clustering of
     the neurons' profiles across the rows, computed here). ``difference_to`` shows every row minus
-    a reference row.
+    a reference row; `set_baseline` shows every row minus its own instances at another checkpoint.
     """
 
     _esm = bundle("activation_matrix")
@@ -85,6 +85,7 @@ class ActivationMatrix(View):
     hovered_indices = traitlets.Any(np.zeros(0, np.int32))
 
     status = traitlets.Unicode("").tag(sync=True)  # the last error from a bad request, shown in the view
+    compared_to = traitlets.Unicode("").tag(sync=True)  # set_baseline's label: values are differences from it
 
     shared_selection = traitlets.Instance(Selection, allow_none=True).tag(sync=True, **widget_serialization)
     # the rows' instances for in-browser linking, only while a selection is attached: row r's
@@ -102,6 +103,7 @@ class ActivationMatrix(View):
         self._custom: dict[str, tuple[str, np.ndarray, int]] = {}
         self._running: dict[str, tuple[tuple, RunningAggregate]] = {}  # their sums, kept between updates
         self._aggregate = None
+        self._baseline = None  # set_baseline's store: rows are shown minus their instances there
         layers = list(store.layers)
         if not layers:
             raise ViewError(f"Store {store.path} holds no layers to show.")
@@ -151,6 +153,17 @@ class ActivationMatrix(View):
         self._store = check_same_instances("ActivationMatrix", self._store, store)
         self._members_signature = None  # a subset over predictions may hold other instances now
         self._refresh_values()
+
+    def set_baseline(self, store=None, label: str = "") -> None:
+        """Show every row minus the same instances' statistic in another store of them (a checkpoint:
+        ``store.at(a)``; ``label`` names it in the legend, e.g. "step 5"); None shows plain rows again.
+
+        A row's instances are its members in the store shown, so a subset over predictions is compared
+        as the instances it holds now, not as the instances it held then."""
+        self._baseline = None if store is None else check_same_instances("ActivationMatrix", self._store, store)
+        with self.hold_sync():
+            self.compared_to = "" if store is None else (str(label) or "baseline")
+            self._refresh_values()
 
     # ------------------------------------------------------------------ rows
     def add_subset(self, name: str, definition=None) -> str:
@@ -274,6 +287,8 @@ class ActivationMatrix(View):
             self.neuron_kind = self._store.layer_spec(self.layer).neuron_kind
             self.rows = [self._row_meta(k, int(s)) for k, s in zip(keys, aggregate.sizes)]
             self.values = aggregate[self.statistic] if keys else np.zeros((0, n_neurons), np.float32)
+            if self._baseline is not None and keys:
+                self.values = self.values - self._baseline_rows(keys)
             if self.selected_neuron >= n_neurons:
                 self.selected_neuron = -1
             self._refresh_order()
@@ -315,6 +330,12 @@ class ActivationMatrix(View):
         values = {s: np.stack(v).astype(np.float32) for s, v in stats.items()}
         return Aggregate(layer=self.layer, names=names, sizes=np.array(sizes, np.int64),
                          threshold=float(self.threshold), **values)
+
+    def _baseline_rows(self, keys: list[str]) -> np.ndarray:
+        """The shown statistic of each row's instances in the baseline store."""
+        activations = self._baseline.activations(self.layer)
+        return np.stack([RunningAggregate(activations, self.threshold, chunk_bytes=self._subsets.chunk_bytes)
+                         .update(sorted_unique(self._row_indices(key)))[self.statistic] for key in keys])
 
     def _row_indices(self, key: str) -> np.ndarray:
         if key in self._custom:

@@ -18,7 +18,7 @@ from ..subsets import Subsets
 from ._arrays import array_serialization
 from ._base import Choice, View, bundle
 from .errors import ViewError, unknown
-from .selection import Selection, as_indices
+from .selection import Selection, brushed_indices
 
 SOURCE = "data_map"  # this view's name in the shared Selection's clauses
 # the one-click subsets: button label -> the dynamics subset it makes
@@ -61,13 +61,7 @@ class DataMapView(View):
 
     @traitlets.validate("brushed")
     def _valid_brushed(self, proposal):
-        value = proposal["value"]
-        if value is None:
-            return None
-        indices = as_indices(value)
-        if indices.size and indices.max() >= len(self._data_map):
-            raise ViewError(f"brushed holds instance {int(indices.max())}; the data map has {len(self._data_map)}.")
-        return indices
+        return brushed_indices(proposal["value"], len(self._data_map))
 
     def data(self) -> pd.DataFrame:
         """The map's points, one row per instance: confidence, variability, correctness, forgetting."""

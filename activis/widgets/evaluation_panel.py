@@ -92,6 +92,7 @@ class EvaluationPanel(View):
     selected_cell = traitlets.List(traitlets.Int(), maxlen=2).tag(sync=True)  # [true, predicted] or []
     selected_range = traitlets.List(traitlets.Float(), maxlen=2).tag(sync=True)  # [lo, hi] or []
     error = traitlets.Unicode("").tag(sync=True)
+    caption = traitlets.Unicode("").tag(sync=True)  # which outcomes these are (an explorer's checkpoint)
     shared_selection = traitlets.Instance(Selection, allow_none=True).tag(sync=True, **widget_serialization)
 
     def __init__(self, source=None, *, labels=None, scores=None, subset=None, class_names=None,
@@ -133,6 +134,18 @@ class EvaluationPanel(View):
     @property
     def outcomes(self) -> Outcomes:
         return self._out
+
+    def set_source(self, source, *, caption: str = "") -> None:
+        """Evaluate another store of the same classes (a checkpoint: ``store.at(step)``); its passes over
+        every instance run in a thread, as with ``background=True``. ``caption`` says which it is."""
+        out = outcomes(source, class_names=self._out.class_names)
+        if out.n_classes != self._out.n_classes:
+            raise ViewError(f"set_source needs the same {self._out.n_classes} classes, not {out.n_classes}.")
+        self._out, self._base, self._ready = out, evaluate(out), False
+        with self.hold_sync():
+            self.caption = caption
+            self._send_instances()
+        run_in_background(self._compute_in_background)
 
     @property
     def selection(self) -> Selection:

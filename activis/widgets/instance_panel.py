@@ -111,6 +111,9 @@ class InstancePanel(View):
     pinned = traitlets.List(traitlets.Int()).tag(sync=True)
     hovered_index = traitlets.Int(-1).tag(sync=True)
     highlighted_indices = traitlets.Any(None).tag(sync=True, **array_serialization)
+    # instances flagged with a corner mark and why (an explorer: "prediction changed since step 5")
+    marked_indices = traitlets.Any(None).tag(sync=True, **array_serialization)
+    mark_label = traitlets.Unicode("").tag(sync=True)
     filter_indices = traitlets.Any(None)
     sort_values = traitlets.Any(None)
     # an explorer's Selection: other views' hovers and the active subset light squares up in the browser
@@ -158,6 +161,12 @@ class InstancePanel(View):
         """Emphasise these instances (indices or a boolean mask; None or empty clears)."""
         self.highlighted_indices = indices
 
+    def mark(self, indices, label: str = "") -> None:
+        """Flag these instances with a corner mark, ``label`` saying why (None or empty clears)."""
+        with self.hold_sync():
+            self.marked_indices = indices
+            self.mark_label = label if self.marked_indices is not None else ""
+
     def filter(self, indices) -> None:
         """Show only these instances (indices or a boolean mask), resampled within them; None shows all."""
         self.filter_indices = indices
@@ -195,12 +204,12 @@ class InstancePanel(View):
         n = self._store.n_instances
         return list(dict.fromkeys(check_index(p, n) for p in proposal["value"]))
 
-    @traitlets.validate("highlighted_indices")
+    @traitlets.validate("highlighted_indices", "marked_indices")
     def _check_highlighted(self, proposal):
         value = proposal["value"]
         if value is None:
             return None
-        idx = as_indices(value, self._store.n_instances, "highlighted_indices").astype(np.int32)
+        idx = as_indices(value, self._store.n_instances, proposal["trait"].name).astype(np.int32)
         return idx if len(idx) else None
 
     @traitlets.validate("filter_indices")

@@ -17,7 +17,7 @@ from ..analysis import AnalysisError, explain_instance
 from ._arrays import array_serialization
 from ._base import View, bundle, class_count
 from .colours import palette
-from .errors import ViewError, check_layer, check_store
+from .errors import ViewError, check_layer, check_same_instances, check_store
 from .selection import MISCLASSIFICATION, Selection
 
 MAX_NEURONS = 200  # bars beyond this stop being readable; the full ranking is `explanation.neurons`
@@ -90,6 +90,11 @@ class MisclassificationView(View):
 
     def clear(self) -> None:
         self.index = -1
+
+    def set_store(self, store) -> None:
+        """Explain at another store of the same instances (a checkpoint: ``store.at(step)``)."""
+        self._store = check_same_instances("MisclassificationView", self._store, store)
+        self._refresh()
 
     # ------------------------------------------------------------------ validation
     @traitlets.validate("index")

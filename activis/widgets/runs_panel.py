@@ -53,6 +53,7 @@ class RunsPanel(LiveView):
     config_rows = traitlets.List(traitlets.List(traitlets.Unicode())).tag(sync=True)  # text cells, one row per run
     config_differs = traitlets.List(traitlets.Unicode()).tag(sync=True)
     step_range = traitlets.List(traitlets.Float(), maxlen=2).tag(sync=True)  # [first, last] or []
+    marked_step = traitlets.Int(-1).tag(sync=True)  # a step to mark in every chart (an explorer's checkpoint)
     range_means = traitlets.Any(None).tag(sync=True, **array_serialization)  # (runs, series) over step_range
 
     def __init__(self, runs, *, series=None, throttle: float = 0.5, poll: float = 1.0, **kwargs):

@@ -19,6 +19,16 @@ from ._base import ChecksTraits, bundle
 from .errors import ViewError, unknown
 
 
+def brushed_indices(value, n: int) -> np.ndarray | None:
+    """A view's ``brushed`` trait checked: None, or int32 indices of its ``n`` instances."""
+    if value is None:
+        return None
+    indices = as_indices(value)
+    if indices.size and indices.max() >= n:
+        raise ViewError(f"brushed holds instance {int(indices.max())}; the view has {n} instances.")
+    return indices
+
+
 def as_indices(values) -> np.ndarray:
     """Instance indices as the int32 array every view sends to the browser; anything else is refused by name."""
     if values is None:

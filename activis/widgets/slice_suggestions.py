@@ -34,6 +34,7 @@ class SliceSuggestions(View):
     metric = traitlets.Unicode("error").tag(sync=True)
     adopted = traitlets.Unicode("").tag(sync=True)  # the subset the last adopted slice became
     summary = traitlets.Unicode("").tag(sync=True)
+    source = traitlets.Unicode("").tag(sync=True)  # which outcomes a search reads ("step 10" in an explorer)
 
     def __init__(self, subsets: Subsets, *, layer: str | None = None, options: dict | None = None, **kwargs):
         check_type("SliceSuggestions", subsets, Subsets, "the Subsets of a store (activis.Subsets(store))")
@@ -45,6 +46,7 @@ class SliceSuggestions(View):
         self._subsets = subsets
         self._options = options
         self._report: SliceReport | None = None
+        self._searched = ""  # the source the last search read
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
         self._lock = threading.Lock()
@@ -62,12 +64,20 @@ class SliceSuggestions(View):
                 thread = self._thread
             else:
                 self._stop = threading.Event()
+                self._searched = self.source
                 self.state, self.progress, self.message = "running", 0.0, "starting"
                 thread = self._thread = threading.Thread(target=self._search, args=(self._stop,), daemon=True,
                                                          name="activis-slices")
                 thread.start()
         if wait:
             thread.join()
+
+    def follow_source(self, label: str) -> None:
+        """The subsets read another store now (an explorer's checkpoint, ``label`` e.g. "step 10"): the
+        next search reads it, and slices found before say where they were found."""
+        self.source = str(label)
+        if self._report is not None and self._searched != self.source:
+            self.message = f"these slices were found at {self._searched or 'another checkpoint'}; Run searches {label}"
 
     def stop(self) -> None:
         """Ask a running search to stop; it reports the slices found so far."""

@@ -2,7 +2,8 @@
 
 It holds only the steps and the one shown (``step``); the explorer moves every view when ``step``
 changes. Play advances through the checkpoints in the browser, one every ``interval`` ms, and stops
-at the last.
+at the last. ``compare_to`` is a checkpoint to show differences from (-1: none): the explorer's matrix
+shows each row's change since it and the instance panel marks the predictions that changed.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ class TimelineView(View):
     step = traitlets.Int(0).tag(sync=True)
     playing = traitlets.Bool(False).tag(sync=True)
     interval = traitlets.Int(800).tag(sync=True)  # ms per checkpoint while playing
+    compare_to = traitlets.Int(-1).tag(sync=True)  # a checkpoint to show differences from, -1 for none
 
     def __init__(self, steps, *, step: int | None = None, **kwargs):
         steps = sorted({int(s) for s in steps})
@@ -35,6 +37,14 @@ class TimelineView(View):
         step = proposal["value"]
         if step not in self.steps:
             raise ViewError(f"step={step!r} is not a checkpoint; checkpoints: {', '.join(map(str, self.steps))}.")
+        return step
+
+    @traitlets.validate("compare_to")
+    def _valid_compare_to(self, proposal):
+        step = proposal["value"]
+        if step != -1 and step not in self.steps:
+            raise ViewError(f"compare_to={step!r} is not a checkpoint; checkpoints: {', '.join(map(str, self.steps))} "
+                            "(or -1 for none).")
         return step
 
     @traitlets.validate("interval")
