@@ -525,6 +525,23 @@ def test_float16_underflow_is_counted_and_warned_like_overflow(tmp_path):
         assert run(model, x, tmp_path / "wide", layers=["_0"], dtype="float32").nonfinite.loc["_0", "underflow"] == 0
 
 
+def test_the_compiled_underflow_count_equals_torchs():
+    """Signed zeros, NaN, inf, values either side of float16's smallest normal, every magnitude."""
+    from activis.capturing.layers import FLOAT16_TINY, _count_tiny
+
+    rng = np.random.default_rng(3)
+    tiny = np.float32(FLOAT16_TINY)
+    for scale in (1e-12, 1e-8, 1e-5, 1.0):
+        values = (rng.standard_normal(5000) * scale).astype(np.float32)
+        values[rng.random(5000) < 0.3] = 0
+        values[:7] = [-0.0, np.nan, np.inf, -np.inf, tiny, np.nextafter(tiny, 0), -np.nextafter(tiny, 0)]
+        rows = torch.from_numpy(values.reshape(50, 100))
+        expected = int(torch.count_nonzero((rows.abs() < FLOAT16_TINY) & (rows != 0)))
+        assert _count_tiny(rows) == expected
+        assert _count_tiny(rows.t()) == expected  # not contiguous: torch's own count
+        assert _count_tiny(rows.double()) == expected
+
+
 class ReturnsIndices(nn.Module):
     def __init__(self, as_float=False):
         super().__init__()

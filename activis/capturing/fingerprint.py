@@ -1,13 +1,14 @@
 """The fingerprints a resumed capture compares: CRC-32 digests of the model's parameters and of the data.
 
 A resumed capture must write the rows an uninterrupted one would have written, so it checks that
-the model and the rows already written are the same as before. A CRC-32 (about 1 GB/s, 4x faster
-than sha256 here) tells data apart by accident, not against someone forging a collision.
+the model and the rows already written are the same as before. A CRC-32 tells data apart by
+accident, not against someone forging a collision. zlib-ng computes the same CRC-32 as zlib 16x
+faster (18 us against 290 us for a batch of 256 MNIST-sized inputs, which is 7-10 % of a small
+MLP's forward); zlib is the fallback where it is missing.
 """
 
 from __future__ import annotations
 
-import zlib
 from collections.abc import Mapping
 
 import numpy as np
@@ -16,10 +17,15 @@ from torch import nn
 
 from .sources import _as_tensor
 
+try:
+    from zlib_ng.zlib_ng import crc32
+except ImportError:  # the same values, slower
+    from zlib import crc32
+
 
 def _model_digests(model: nn.Module) -> dict[str, str]:
     """A CRC-32 of every value of every parameter and buffer, by name: a resume names what changed."""
-    return {name: f"{zlib.crc32(_bytes_of(value), zlib.crc32(f'{tuple(value.shape)}:{value.dtype}'.encode())):08x}"
+    return {name: f"{crc32(_bytes_of(value), crc32(f'{tuple(value.shape)}:{value.dtype}'.encode())):08x}"
             for name, value in model.state_dict().items()}
 
 
@@ -27,9 +33,9 @@ def _crc(crc: int, x, labels, mask: np.ndarray | None = None) -> int:
     """``crc`` continued over a batch's input tensors, its labels (int64, as stored) and a padding mask given
     apart from the inputs."""
     for value in _tensors(x):
-        crc = zlib.crc32(_bytes_of(value), crc)
-    crc = zlib.crc32(np.ascontiguousarray(labels, dtype=np.int64), crc)
-    return crc if mask is None else zlib.crc32(mask, crc)
+        crc = crc32(_bytes_of(value), crc)
+    crc = crc32(np.ascontiguousarray(labels, dtype=np.int64), crc)
+    return crc if mask is None else crc32(mask, crc)
 
 
 def _tensors(x):
