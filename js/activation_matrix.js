@@ -18,8 +18,8 @@ import { CSS, matrixDom, rowLabel } from "./matrix/dom.js";
  *   threshold: number, row_keys: string[], rows: Row[], values: Serialised | null, available_subsets: string[],
  *   order_mode: "index" | "sort" | "cluster", sort_by_row: string, difference_to: string,
  *   neuron_order: Serialised | null, selected_neuron: number, selected_row: string, hovered_neuron: number,
- *   hovered_row: string, status: string, row_members: Serialised | null, row_offsets: Serialised | null,
- *   height: number }} MatrixModel
+ *   hovered_row: string, status: string, progress: string, row_members: Serialised | null,
+ *   row_offsets: Serialised | null, height: number }} MatrixModel
  */
 
 const MIN_ROW_H = 4;
@@ -39,8 +39,8 @@ function setup(kit) {
   // ------------------------------------------------------------------ DOM
   const { layerSelect, statSelect, modeButtons, sortSelect, diffSelect, zoomOut, zoomFit, zoomIn, addSubset,
     addInstanceInput, addInstanceButton, toolbar, corner, header, headerCanvas, labels, labelsInner, scroller, spacer,
-    canvas, frame, legendCanvas, legendLo, legendMid, legendHi, legendTitle, legendEmpty, info, status, footer,
-  } = matrixDom();
+    canvas, frame, legendCanvas, legendLo, legendMid, legendHi, legendTitle, legendEmpty, info, progress, status,
+    footer } = matrixDom();
   el.append(toolbar, frame, footer);
   const tooltip = makeTooltip(el);
   const ctx = canvas.getContext("2d");
@@ -247,7 +247,8 @@ function setup(kit) {
     legendLo.textContent = formatValue(scale.lo);
     legendHi.textContent = formatValue(scale.hi);
     legendMid.textContent = scale.kind === "diverging" ? "(0 at the centre)" : "";
-    legendEmpty.textContent = scale.hasNan ? "grey: empty subset" : "";
+    const grey = model.get("progress") ? "grey: not computed yet" : "grey: empty subset";
+    legendEmpty.textContent = scale.hasNan ? grey : "";
     el.dataset.scale = scale.kind;
   }
 
@@ -575,6 +576,13 @@ function setup(kit) {
   kit.on("selected_neuron selected_row", onSelection);
   kit.on("height", fullDraw);
   kit.on("status available_subsets layers", onSelects);
+  // rows computed in the background (a large layer): "computing … %" until their values arrive
+  const onProgress = () => {
+    progress.textContent = model.get("progress");
+    el.dataset.progress = model.get("progress");
+  };
+  kit.on("progress", onProgress);
+  onProgress();
   kit.on("row_members", () => { decodeMembers(); sharedHoverRow = -1; });
   // theme switches change the CSS variables the colours come from
   kit.onTheme(() => { computeScale(); buildImage(); blit(); drawLegend(); });

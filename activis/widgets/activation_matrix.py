@@ -23,6 +23,7 @@ from ..subsets import (
 from ._arrays import array_serialization
 from ._base import Choice, View, bundle
 from .errors import ViewError, check_index, check_layer, check_same_instances, check_store, unknown
+from .matrix_deferred import DeferredRows
 from .row_keys import INSTANCE_PREFIX, SUBSET_PREFIX, instance_of, instance_row, is_reserved, subset_of, subset_row
 from .selection import Selection
 
@@ -85,6 +86,7 @@ class ActivationMatrix(View):
     hovered_indices = traitlets.Any(np.zeros(0, np.int32))
 
     status = traitlets.Unicode("").tag(sync=True)  # the last error from a bad request, shown in the view
+    progress = traitlets.Unicode("").tag(sync=True)  # "computing … %" while rows are computed in the background
 
     shared_selection = traitlets.Instance(Selection, allow_none=True).tag(sync=True, **widget_serialization)
     # the rows' instances for in-browser linking, only while a selection is attached: row r's
@@ -92,7 +94,10 @@ class ActivationMatrix(View):
     row_members = traitlets.Any(None).tag(sync=True, **array_serialization)
     row_offsets = traitlets.Any(None).tag(sync=True, **array_serialization)
 
-    def __init__(self, store, layer: str | None = None, *, subsets: Subsets | None = None, rows=None, **kwargs):
+    def __init__(self, store, layer: str | None = None, *, subsets: Subsets | None = None, rows=None,
+                 background: bool = False, **kwargs):
+        """``background=True``: over a large layer (`matrix_deferred.DEFER_VALUES`), subset rows not yet
+        cached are drawn empty at once and filled in when a thread has computed them (``progress``)."""
         self._store = check_store("ActivationMatrix", store)
         if subsets is not None and not isinstance(subsets, Subsets):
             raise ViewError(f"subsets= is a Subsets of this store (activis.Subsets(store)), not "
@@ -102,6 +107,7 @@ class ActivationMatrix(View):
         self._custom: dict[str, tuple[str, np.ndarray, int]] = {}
         self._running: dict[str, tuple[tuple, RunningAggregate]] = {}  # their sums, kept between updates
         self._aggregate = None
+        self._deferred = DeferredRows(self._subsets, self._set_progress, self._refresh_values) if background else None
         layers = list(store.layers)
         if not layers:
             raise ViewError(f"Store {store.path} holds no layers to show.")
@@ -128,6 +134,8 @@ class ActivationMatrix(View):
         """Stop following the subsets (a closed view must not keep recomputing), then close."""
         if getattr(self, "_subsets", None) is not None:  # also called by __del__ of a half-built view
             self._subsets.unobserve(self._on_subsets_changed)
+        if getattr(self, "_deferred", None) is not None:
+            self._deferred.close()
         super().close()
 
     # ------------------------------------------------------------------ backend objects
@@ -143,6 +151,14 @@ class ActivationMatrix(View):
     def aggregate(self):
         """The `Aggregate` behind the rows shown (all three statistics)."""
         return self._aggregate
+
+    @property
+    def deferred(self) -> DeferredRows | None:
+        """The background computation of large rows (``background=True``); ``deferred.wait()`` waits for it."""
+        return self._deferred
+
+    def _set_progress(self, text: str) -> None:
+        self.progress = text
 
     def set_store(self, store) -> None:
         """Show the same rows over another store of the same instances (a checkpoint: ``store.at(step)``).
@@ -285,8 +301,11 @@ class ActivationMatrix(View):
         """All three statistics of these rows: subsets and instances through the (cached) Subsets,
         index rows (a brush) through their running sums, which read only the rows that changed."""
         plain = [k for k in keys if k not in self._custom]
-        aggregate = self._subsets.aggregate(self.layer, [self._row_subset(k) for k in plain], stats=STATS,
-                                            threshold=self.threshold)
+        items = [self._row_subset(k) for k in plain]
+        if self._deferred is not None:
+            aggregate = self._deferred.aggregate(self.layer, items, self.threshold)
+        else:
+            aggregate = self._subsets.aggregate(self.layer, items, stats=STATS, threshold=self.threshold)
         for key in set(self._running) - set(keys):
             del self._running[key]  # a removed row's sums
         if len(plain) == len(keys):

@@ -17,7 +17,7 @@ from ..graph import UnknownLayerError
 from ..projection import METHODS
 from ..subsets import Subsets
 from . import row_keys
-from ._base import class_count
+from ._base import after_first_frame, class_count
 from .activation_matrix import ActivationMatrix
 from .colours import palette
 from .errors import ViewError, check_layer, check_store
@@ -86,14 +86,14 @@ class Explorer(widgets.VBox):
             captured = [store.manifest["layers"][name].get("node") or name for name in store.layers]
             self.graph_view = GraphView(self.graph, captured_layers=captured, height=GRAPH_H,
                                         selected_layer=store.manifest["layers"][layer].get("node") or layer)
-        self.matrix = ActivationMatrix(store, layer, subsets=self.subsets, height=MATRIX_H)
+        # over a large layer its class rows come after the first frame (computed in a thread, with progress)
+        self.matrix = ActivationMatrix(store, layer, subsets=self.subsets, height=MATRIX_H, background=True)
         self.projection = ProjectionView(store, layer, method, params=projection_params, height=MAIN_H)
         self.instances = InstancePanel(store, max_instances=max_instances, height=MAIN_H)
         self.subset_panel = SubsetPanel(self.subsets, height=SIDE_H)
         self.slice_suggestions = SliceSuggestions(self.subsets, layer=layer, height=SIDE_H)
         self.why = MisclassificationView(store, layer, height=SIDE_H)
-        # None without labels; its curves and intervals (passes over every instance) come after the first frame
-        self.evaluation = evaluation_panel_for(store, self.selection, height=560, background=True)
+        self.evaluation = None  # built after the first frame (_add_evaluation)
         self.status = widgets.Label("")
         for view in (self.matrix, self.projection, self.instances, self.why):
             view.shared_selection = self.selection  # hovers and the active subset travel in the browser
@@ -104,9 +104,18 @@ class Explorer(widgets.VBox):
         self.selection.on_reset(self.reset)
         super().__init__(children=self._layout(), layout=widgets.Layout(width="100%"))
         self.add_class("activis-explorer")
+        after_first_frame(self._add_evaluation)
         self.timeline = None
         if run is not None or len(store.checkpoints) > 1:
             self._add_timeline(run, projection_params)
+
+    def _add_evaluation(self) -> None:
+        """The evaluation panel's tab (None without labels). Its inputs alone take a second at a million
+        instances, so it comes after the first frame; its curves and intervals later still, from a thread."""
+        self.evaluation = evaluation_panel_for(self.store, self.selection, height=560, background=True)
+        if self.evaluation is not None:
+            self.side_tabs.children = (*self.side_tabs.children, _boxed(self.evaluation, "100%"))
+            self.side_tabs.set_title(len(self.side_tabs.children) - 1, "Evaluation")
 
     def _add_timeline(self, run, projection_params: dict | None) -> None:
         """The checkpoint row (timeline, data map, CKA, cockpit) and its links, after the other views."""
@@ -153,8 +162,6 @@ class Explorer(widgets.VBox):
                                                                                     align_items="center"))
         side = [(self.subset_panel, "Subsets"), (self.slice_suggestions, "Slices"),
                 (self.why, "Why misclassified")]
-        if self.evaluation is not None:
-            side.append((self.evaluation, "Evaluation"))
         self.side_tabs = widgets.Tab(children=[_boxed(view, "100%") for view, _ in side],
                                      titles=[title for _, title in side], layout=widgets.Layout(width="100%"))
         self.side_tabs.add_class("activis-explorer-side")
