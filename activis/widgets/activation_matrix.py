@@ -197,6 +197,10 @@ class ActivationMatrix(View):
             self._append(key)
         return key
 
+    def index_rows(self) -> dict[str, tuple[str, np.ndarray]]:
+        """The rows given by `add_rows_from_indices` (a brush, a hover): key -> (label, sorted indices)."""
+        return {key: (label, indices) for key, (label, indices, _) in self._custom.items()}
+
     def remove_row(self, row) -> None:
         """Remove a row by key (or by subset name / instance index)."""
         key = self._as_key(row)

@@ -25,6 +25,7 @@ from .evaluation_panel import evaluation_panel_for
 from .explorer_timeline import ExplorerTimeline
 from .graph_view import GraphView
 from .instance_panel import InstancePanel
+from .matrix_stack import MatrixStack
 from .misclassification_view import MisclassificationView
 from .projection_view import ProjectionView
 from .selection import INSTANCES, MATRIX, PROJECTION, Selection, as_indices
@@ -59,6 +60,9 @@ def store_layer_for(store, graph, name: str) -> str:
 class Explorer(widgets.VBox):
     """One dashboard over a store; every view is also reachable alone (``explorer.matrix`` …).
 
+    ``layers=["fc1", "fc2"]`` stacks those layers' matrices under the main one, with its rows
+    (`matrix_stack.MatrixStack`, ``explorer.stack``; "+ layer…" in the page adds one).
+
     Over a store with checkpoints (or with ``run=``, a run record or its folder) it adds a timeline row:
     ``checkpoint`` is the step shown, and `explorer_timeline.ExplorerTimeline` links the rest.
     """
@@ -67,7 +71,7 @@ class Explorer(widgets.VBox):
 
     def __init__(self, store, *, layer: str | None = None, subsets: Subsets | None = None, graph=None,
                  method: str = "umap", max_instances: int = 1000, projection_params: dict | None = None,
-                 run=None):
+                 run=None, layers=()):
         check_store("Explorer", store)
         if not store.layers:
             raise ViewError(f"Store {store.path} holds no layers to explore.")
@@ -100,6 +104,8 @@ class Explorer(widgets.VBox):
         self.colours = palette(class_count(store))
         for view in self.views:
             view.colours = self.colours  # one set of class colours for every view
+        # more layers' matrices under the main one, with its rows (``layers=``, or "+ layer…" in the page)
+        self.stack = MatrixStack(self.matrix, layers)
         self._wire()
         self.selection.on_reset(self.reset)
         super().__init__(children=self._layout(), layout=widgets.Layout(width="100%"))
@@ -158,7 +164,7 @@ class Explorer(widgets.VBox):
         full.observe(lambda c: (self.add_class if c["new"] else self.remove_class)("activis-explorer-full"), "value")
         self.full_window = full
         self.selection.layout = widgets.Layout(flex="1 1 auto", min_width="0")
-        bar = widgets.HBox([self.selection, full, self.status], layout=widgets.Layout(width="100%",
+        bar = widgets.HBox([self.selection, self.stack.control, full, self.status], layout=widgets.Layout(width="100%",
                                                                                     align_items="center"))
         side = [(self.subset_panel, "Subsets"), (self.slice_suggestions, "Slices"),
                 (self.why, "Why misclassified")]
@@ -168,7 +174,7 @@ class Explorer(widgets.VBox):
         children = [bar]
         if self.graph_view is not None:
             children.append(_boxed(self.graph_view, "100%"))
-        return [*children, _boxed(self.matrix, "100%"),
+        return [*children, _boxed(self.matrix, "100%"), self.stack,
                 widgets.HBox([_boxed(self.projection, "50%"), _boxed(self.instances, "50%")],
                              layout=widgets.Layout(width="100%")),
                 self.side_tabs]
