@@ -95,8 +95,8 @@ def test_an_explorer_stacks_layers_under_its_matrix(store):
     explorer.selection.set_brush(np.arange(0, 300, 3), PROJECTION)
     panel = explorer.stack.panels[0]
     assert panel.row_keys == explorer.matrix.row_keys and panel.row_keys[-1] == explorer.matrix.row_keys[-1]
-    np.testing.assert_allclose(panel.values[-1], store.activations("conv")[np.arange(0, 300, 3)].astype(np.float64).mean(0),
-                               rtol=1e-5, atol=1e-6)
+    brushed = store.activations("conv")[np.arange(0, 300, 3)].astype(np.float64)
+    np.testing.assert_allclose(panel.values[-1], brushed.mean(0), rtol=1e-5, atol=1e-6)
     explorer.selection.set_brush(None, PROJECTION)
     assert panel.row_keys == explorer.matrix.row_keys
     explorer.selection.layer = "fc1"  # the main matrix follows the explorer's layer; the stacked one stays
