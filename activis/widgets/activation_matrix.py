@@ -89,10 +89,15 @@ class ActivationMatrix(View):
     progress = traitlets.Unicode("").tag(sync=True)  # "computing … %" while rows are computed in the background
 
     shared_selection = traitlets.Instance(Selection, allow_none=True).tag(sync=True, **widget_serialization)
-    # the rows' instances for in-browser linking, only while a selection is attached: row r's
+    # the rows' instances for in-browser linking, only while a selection is attached: row member_keys[r]'s
     # instances are row_members[row_offsets[r]:row_offsets[r + 1]]
     row_members = traitlets.Any(None).tag(sync=True, **array_serialization)
     row_offsets = traitlets.Any(None).tag(sync=True, **array_serialization)
+    member_keys = traitlets.List(traitlets.Unicode()).tag(sync=True)  # the rows row_members covers, in order
+    # the same for the rows given by add_rows_from_indices (a brush, a hover), sent apart: they change often
+    index_members = traitlets.Any(None).tag(sync=True, **array_serialization)
+    index_offsets = traitlets.Any(None).tag(sync=True, **array_serialization)
+    index_keys = traitlets.List(traitlets.Unicode()).tag(sync=True)
 
     def __init__(self, store, layer: str | None = None, *, subsets: Subsets | None = None, rows=None,
                  background: bool = False, **kwargs):
@@ -356,15 +361,29 @@ class ActivationMatrix(View):
         known = self._members_of
         self._members_of = {row: known[row] if row in known else self._row_indices(row[0]).astype(np.int32)
                             for row in row_ids}
-        parts = [self._members_of[row] for row in row_ids]
-        if not parts or sum(map(len, parts)) > MEMBERS_LIMIT:
-            self.row_members = self.row_offsets = None
+        if not row_ids or sum(len(self._members_of[row]) for row in row_ids) > MEMBERS_LIMIT:
+            with self.hold_sync():
+                self.row_members = self.row_offsets = self.index_members = self.index_offsets = None
+                self.member_keys, self.index_keys = [], []
             return
-        offsets = np.zeros(len(parts) + 1, np.int32)
-        offsets[1:] = np.cumsum([len(p) for p in parts])
+        # index rows (a brush) travel apart from the others, so that a brush does not resend every class's members
         with self.hold_sync():
-            self.row_members = np.concatenate(parts)
-            self.row_offsets = offsets
+            self._send_members([r for r in row_ids if r[0] not in self._custom], known, "row")
+            self._send_members([r for r in row_ids if r[0] in self._custom], known, "index")
+
+    def _send_members(self, part: list[tuple], known: dict, prefix: str) -> None:
+        """``<prefix>_members``, ``_offsets`` and ``_keys`` (``member_keys`` for "row") for these rows, unless
+        the browser holds them already."""
+        keys_name = "member_keys" if prefix == "row" else f"{prefix}_keys"
+        keys = [r[0] for r in part]
+        held = getattr(self, f"{prefix}_members") is not None and keys == getattr(self, keys_name)
+        if held and all(self._members_of[r] is known.get(r) for r in part):
+            return
+        offsets = np.zeros(len(part) + 1, np.int32)
+        offsets[1:] = np.cumsum([len(self._members_of[r]) for r in part])
+        setattr(self, f"{prefix}_members", np.concatenate([self._members_of[r] for r in part]) if part else None)
+        setattr(self, f"{prefix}_offsets", offsets if part else None)
+        setattr(self, keys_name, keys)
 
     def _refresh_order(self, change=None) -> None:
         self.neuron_order = self.current_order()
