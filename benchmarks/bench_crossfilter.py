@@ -71,9 +71,26 @@ CHECK = ('print("RESULT " + json.dumps({"brushed": 0 if ex.selection.brush is No
          '"kernel": kernel[-1] if kernel else None}))')
 
 WATCH = """([canvas, matrix, panel]) => {
-  const m = { };
+  const m = { received: [] };
   window.__cf = m;
   window.addEventListener('pointerup', () => { m.t0 = performance.now(); }, { capture: true, once: true });
+  // when the lasso's message left the page, and when the kernel's messages came in (the socket's own events)
+  if (!window.__sendPatched) {
+    window.__sendPatched = true;
+    const send = WebSocket.prototype.send;
+    WebSocket.prototype.send = function (data) {
+      const cf = window.__cf;
+      if (cf && cf.t0 !== undefined && cf.sent === undefined) cf.sent = performance.now() - cf.t0;
+      if (!this.__watched) {
+        this.__watched = true;
+        this.addEventListener('message', () => {
+          const c = window.__cf;
+          if (c && c.sent !== undefined && c.matrix === undefined) c.received.push(performance.now() - c.t0);
+        });
+      }
+      return send.call(this, data);
+    };
+  }
   const watch = (el, key) => new MutationObserver(() => {
     if (m.t0 !== undefined && m[key] === undefined) m[key] = performance.now() - m.t0;
   }).observe(el, { attributes: true, attributeFilter: ['data-rendered'] });
@@ -133,7 +150,8 @@ def main():
             page.wait_for_function("() => window.__cf.matrix !== undefined && window.__cf.panel !== undefined")
             t = page.evaluate("() => window.__cf")
             updates.append(max(t["matrix"], t["panel"]))
-            views.append({"matrix": round(t["matrix"], 1), "panel": round(t["panel"], 1)})
+            views.append({"matrix": round(t["matrix"], 1), "panel": round(t["panel"], 1), "sent": t.get("sent"),
+                          "last_in": max(t["received"], default=None)})
             result = read_result(run_cell(panel, 2))
             brushed.append(result["brushed"])
             kernels.append(result["kernel"])
@@ -145,7 +163,9 @@ def main():
     print("where the time goes, per lasso (ms from the mouse release; the kernel's share of it):")
     for n, view, k in zip(brushed, views, kernels):
         inside = ", ".join(f"{name} {ms:.1f}" for name, ms in k.items() if name != "message") if k else "?"
-        print(f"  {n:6,} points: matrix drawn {view['matrix']:6.1f}, instance panel drawn {view['panel']:6.1f}; "
+        sent, last_in = (view[x] if view[x] is not None else float("nan") for x in ("sent", "last_in"))
+        print(f"  {n:6,} points: lasso sent {sent:6.1f}, last kernel message in {last_in:6.1f}, "
+              f"matrix drawn {view['matrix']:6.1f}, instance panel drawn {view['panel']:6.1f}; "
               f"kernel {k['message'] if k else float('nan'):6.1f} ({inside})")
     print(f"cross-filter update on {N:,} instances (lasso -> matrix row and instance panel drawn): "
           f"median {update:.1f} ms (target <= 100 ms)")
