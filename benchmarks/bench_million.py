@@ -36,8 +36,9 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from bench_aggregation import make_store, plain_pass  # noqa: E402
 
 from activis.store import open_store  # noqa: E402
+from activis.widgets import _base as base_module  # noqa: E402
 from activis.widgets import evaluation_panel as evaluation_module  # noqa: E402
-from activis.widgets import explorer as explorer_module  # noqa: E402
+from activis.widgets import matrix_deferred as deferred_module  # noqa: E402
 from activis.widgets.explorer import Explorer  # noqa: E402
 from activis.widgets.selection import PROJECTION  # noqa: E402
 
@@ -87,20 +88,23 @@ def main():
         plain_pass(layer, chunk_rows)
         base = time.perf_counter() - t0
 
-        after_first_frame = []  # what a kernel's loop runs once the cell has returned
-        explorer_module.after_first_frame = after_first_frame.append
-        t0 = time.perf_counter()
+        # what a kernel's loop runs once the cell has returned (the evaluation panel is built, the matrix's rows
+        # start), and where threads hand their results to the kernel: run here after the constructor, as a kernel would
+        loop = KernelLoop()
+        for module in (base_module, deferred_module, evaluation_module):
+            module.kernel_loop = lambda: loop
+        t0, cpu0 = time.perf_counter(), time.thread_time()
         explorer = Explorer(store, method="pca")
         first = time.perf_counter()
         steps["Explorer(store): first frame, kernel side"] = first - t0
+        first_cpu = time.thread_time() - cpu0
         shown_first = explorer.matrix.progress
-        for callback in after_first_frame:
-            callback()
+        loop.run()
         steps["  then: the evaluation panel built (kernel's loop), since the first frame"] = time.perf_counter() - first
         explorer.matrix.deferred.wait(600)
         steps["  then: the matrix's class rows (thread), since the first frame"] = time.perf_counter() - first
         panel = explorer.evaluation
-        wait_for(lambda: panel._ready)
+        wait_for(lambda: loop.run() or panel._ready)
         steps["  then: evaluation panel's curves and intervals (thread), since the first frame"] = \
             time.perf_counter() - first
         explorer.projection.job.wait(600)
@@ -108,13 +112,13 @@ def main():
         t0 = time.perf_counter()
         explorer.matrix.add_subset("group 3", "group == 3")
         steps["a subset row added: kernel side (its row computed in the background)"] = time.perf_counter() - t0
+        loop.run()
         explorer.matrix.deferred.wait(600)
         steps["  then: its row (thread)"] = time.perf_counter() - t0
         rng = np.random.default_rng(0)
         brush = np.sort(rng.choice(args.instances, 10_000, replace=False))
         grown = np.union1d(brush, rng.choice(args.instances, 100, replace=False))
-        loop = KernelLoop()  # the evaluation panel compares a brush in the kernel's loop, after the other views
-        evaluation_module.kernel_loop = lambda: loop
+        loop.run()
         for what, indices in (("brush of 10,000", brush), ("the same brush grown by 100", grown)):
             t0 = time.perf_counter()
             explorer.selection.set_brush(indices, PROJECTION)
@@ -122,7 +126,8 @@ def main():
             loop.run()
             steps[f"  then: the evaluation panel's comparison (kernel's loop), {what}"] = time.perf_counter() - t0
 
-        print(f"the matrix at its first frame: {shown_first!r}")
+        print(f"the matrix at its first frame: {shown_first!r}; the first frame's own CPU time (this thread): "
+              f"{first_cpu * 1000:.0f} ms")
         print(f"one plain pass over the layer ({layer.nbytes / 1e6:.0f} MB): {base * 1000:.0f} ms")
         for name, seconds in steps.items():
             print(f"  {name:66s} {seconds * 1000:8.0f} ms  = {seconds / base:6.2f} plain passes")

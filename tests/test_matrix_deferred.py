@@ -1,5 +1,7 @@
 """Subset rows of a large layer computed after the first frame: empty at first, then exactly the full computation."""
 
+import types
+
 import numpy as np
 import pytest
 
@@ -76,6 +78,7 @@ def test_rows_are_empty_then_equal_to_the_full_computation(store, held_back):
     assert np.isfinite(matrix.values[-1]).all() and np.isnan(matrix.values[:-1]).all()
     assert len(held_back) == 1  # one job for all waiting rows, not one per refresh
     held_back.pop()()
+    assert matrix.deferred.wait(0)  # a script takes the rows here (a kernel, from its loop)
     assert matrix.progress == "" and not matrix.deferred.computing
     reference.add_subset("big ones", "label >= 2")
     reference.add_rows_from_indices("brush", "brush", brush)
@@ -96,13 +99,30 @@ def test_a_changed_request_replaces_the_job(store, held_back):
     first()  # cancelled: delivers nothing
     assert np.isnan(matrix.values).all() and matrix.deferred.computing
     held_back.pop()()
-    assert np.isfinite(matrix.values).all()
+    assert matrix.deferred.wait(0) and np.isfinite(matrix.values).all()
     reference = ActivationMatrix(store, "a")
     np.testing.assert_allclose(matrix.values, reference.values, **KERNEL_TOLERANCE)
     matrix.layer = "l"  # back to the first layer, whose rows were never delivered
     assert matrix.deferred.computing
     matrix.close()
     assert not matrix.deferred.computing and matrix.progress == ""
+
+
+def test_in_a_kernel_the_job_starts_and_lands_through_its_loop(store, held_back, monkeypatch):
+    loop = []  # the kernel's event loop: callbacks run once the current message is answered
+    monkeypatch.setattr(matrix_deferred, "kernel_loop",
+                        lambda: types.SimpleNamespace(add_callback=lambda f, *a: loop.append((f, a))))
+    matrix = ActivationMatrix(store, "l", background=True)
+    assert not held_back and len(loop) == 1  # the thread starts after the first frame is out
+    f, args = loop.pop()
+    f(*args)
+    held_back.pop()()  # the thread: progress and the result are handed to the loop
+    assert np.isnan(matrix.values).all()
+    while loop:
+        f, args = loop.pop(0)
+        f(*args)
+    assert np.isfinite(matrix.values).all() and matrix.progress == "" and not matrix.deferred.computing
+    np.testing.assert_allclose(matrix.values, ActivationMatrix(store, "l").values, **KERNEL_TOLERANCE)
 
 
 def test_small_layers_and_plain_matrices_compute_at_once(store, held_back):

@@ -28,25 +28,33 @@ def run_in_background(work) -> None:
     threading.Thread(target=work, name="activis-matrix-rows", daemon=True).start()
 
 
+class _Job:
+    """One background computation: what it computes, and its result once there."""
+
+    def __init__(self, request: tuple, pending: list[Subset]):
+        self.request, self.pending = request, pending
+        self.cancel, self.finished = threading.Event(), threading.Event()
+        self.stats = None
+
+
 class DeferredRows:
-    """Answers a matrix's request for subset rows: cached rows at once, the others computed in a thread."""
+    """Answers a matrix's request for subset rows: cached rows at once, the others computed in a thread.
+
+    Results reach the matrix only in the kernel's thread: through the kernel's loop in a notebook, and
+    in a script at the next request or `wait` (a thread refreshing the view beside the caller would race it).
+    """
 
     def __init__(self, subsets: Subsets, on_progress, on_done, min_values: int | None = None):
         self._subsets = subsets
         self._on_progress = on_progress  # called with text ("" when done), in the kernel's thread
         self._on_done = on_done  # called when rows arrived, in the kernel's thread
         self.min_values = DEFER_VALUES if min_values is None else int(min_values)
-        self._request = None  # what the running job computes
-        self._cancel = threading.Event()
-        self._finished = threading.Event()
-        self._finished.set()
-        self._result = None
-        self._delivering = threading.RLock()
+        self._job: _Job | None = None  # the running job
 
     @property
     def computing(self) -> bool:
         """Whether rows are being computed now."""
-        return self._request is not None
+        return self._job is not None
 
     def aggregate(self, layer: str, items: list[Subset], threshold: float) -> Aggregate:
         """All three statistics of these rows; rows not ready yet are NaN (drawn empty) and on their way."""
@@ -54,6 +62,8 @@ class DeferredRows:
         activations = subsets.store.activations(layer)
         if activations.size <= self.min_values:
             return subsets.aggregate(layer, items, stats=STATS, threshold=threshold)
+        if self._job is not None and self._job.finished.is_set():
+            self._remember(self._job)  # a script's finished job: its rows are taken here
         waiting = [not is_cached(subsets, layer, s, threshold) for s in items]
         if any(waiting):
             self._start(layer, [s for s, w in zip(items, waiting) if w], threshold)
@@ -69,11 +79,14 @@ class DeferredRows:
                          threshold=float(threshold), **values)
 
     def wait(self, timeout: float | None = None) -> bool:
-        """Block until the rows being computed are in (for scripts and tests; a notebook just watches the
-        view). True when nothing is left to compute."""
-        if not self._finished.wait(timeout):
+        """Block until the rows being computed are in the view (for scripts and tests; a notebook just watches
+        the view). True when nothing is left to compute."""
+        job = self._job
+        if job is None:
+            return True
+        if not job.finished.wait(timeout):
             return False
-        self._deliver()
+        self._deliver(job)
         return not self.computing
 
     def close(self) -> None:
@@ -82,57 +95,55 @@ class DeferredRows:
     # ------------------------------------------------------------------ the job
     def _start(self, layer: str, pending: list[Subset], threshold: float) -> None:
         keys = {cache_key(self._subsets, layer, s, threshold): s for s in pending}  # equal rows computed once
-        pending = list(keys.values())
         request = (layer, float(threshold), tuple(keys))
-        if request == self._request:
+        if self._job is not None and request == self._job.request:
             return  # already on its way
         self._stop()
-        self._request = request
-        cancel, finished = threading.Event(), threading.Event()
-        self._cancel, self._finished = cancel, finished
-        masks = np.stack([self._subsets.mask(s) for s in pending])  # evaluated here, in the kernel's thread
+        job = self._job = _Job(request, list(keys.values()))
+        masks = np.stack([self._subsets.mask(s) for s in job.pending])  # evaluated here, in the kernel's thread
         activations = self._subsets.store.activations(layer)
-        what = f"computing {len(pending)} row{'s' if len(pending) != 1 else ''} over {activations.shape[0]:,} instances"
+        what = f"computing {len(job.pending)} row{'s' if len(job.pending) != 1 else ''} over " \
+               f"{activations.shape[0]:,} instances"
         self._on_progress(f"{what}… 0 %")
 
+        loop = kernel_loop()  # progress and the result reach the view through it (a script takes them at wait)
+
         def report(fraction: float) -> None:
-            self._in_kernel(self._report, request, f"{what}… {fraction:.0%}".replace("%", " %"))
+            if loop is not None:
+                loop.add_callback(self._report, job, f"{what}… {fraction:.0%}".replace("%", " %"))
 
         def work() -> None:
             try:
-                stats = aggregate_in_steps(activations, masks, threshold=threshold, progress=report,
-                                           cancelled=cancel.is_set)
+                job.stats = aggregate_in_steps(activations, masks, threshold=threshold, progress=report,
+                                               cancelled=job.cancel.is_set)
             except Cancelled:
                 return
-            self._result = (request, pending, stats)
-            finished.set()
-            self._in_kernel(self._deliver)
+            job.finished.set()
+            if loop is not None:
+                loop.add_callback(self._deliver, job)
 
-        run_in_background(work)
+        self._in_kernel(run_in_background, work)  # in a kernel, once this message's answer (a first frame) is out
 
     def _stop(self) -> None:
-        if self._request is not None:
-            self._cancel.set()
-            self._finished.set()  # nobody waits on a cancelled job
-            self._request = None
+        if self._job is not None:
+            self._job.cancel.set()
+            self._job = None
             self._on_progress("")
 
-    def _report(self, request, text: str) -> None:
-        if request == self._request:
+    def _report(self, job: _Job, text: str) -> None:
+        if job is self._job and not job.finished.is_set():
             self._on_progress(text)
 
-    def _deliver(self) -> None:
-        """Rows that arrived go into the Subsets' cache and the view; runs once per job, in the kernel's thread."""
-        with self._delivering:
-            result, self._result = self._result, None
-            if result is None:
-                return
-            request, pending, stats = result
-            if request != self._request:
-                return  # a newer request took its place
-            self._request = None
-            remember(self._subsets, request[0], pending, request[1], stats)
-            self._on_progress("")
+    def _remember(self, job: _Job) -> None:
+        """A finished job's rows into the Subsets' cache; it is no longer running."""
+        self._job = None
+        remember(self._subsets, job.request[0], job.pending, job.request[1], job.stats)
+        self._on_progress("")
+
+    def _deliver(self, job: _Job) -> None:
+        """A finished job's rows into the cache and the view, in the kernel's thread (unless a newer job took over)."""
+        if job is self._job:
+            self._remember(job)
             self._on_done()
 
     @staticmethod
