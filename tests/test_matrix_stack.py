@@ -14,13 +14,17 @@ from activis.widgets.selection import PROJECTION
 
 @pytest.fixture
 def store(tmp_path):
-    rng = np.random.default_rng(8)
+    return make_store(tmp_path / "s", seed=8)
+
+
+def make_store(path, seed):
+    rng = np.random.default_rng(seed)
     n = 600
     labels = rng.integers(0, 3, n)
     layers = {name: rng.standard_normal((n, width)).astype(np.float32) + labels[:, None] * rng.random(width)
               for name, width in (("conv", 9), ("fc1", 7), ("fc2", 5))}
     outputs = (np.eye(3)[labels] * 2 + rng.standard_normal((n, 3))).astype(np.float32)
-    return write_store(tmp_path / "s", layers, labels=labels, outputs=outputs)
+    return write_store(path, layers, labels=labels, outputs=outputs)
 
 
 def alone(store, layer, keys, index_rows):
@@ -65,6 +69,18 @@ def test_a_row_removed_or_added_in_a_panel_changes_every_matrix(store):
     assert main.row_keys[-1] == "subset:wrong" and all(p.row_keys == main.row_keys for p in stack.panels)
     stack.panels[0].row_keys = [*main.row_keys, "subset:nobody"]  # a bad key from the page: refused by the main one
     assert "subset:nobody" not in main.row_keys and all(p.row_keys == main.row_keys for p in stack.panels)
+
+
+def test_panels_move_to_another_checkpoint_with_the_main_matrix(store, tmp_path):
+    main = ActivationMatrix(store, "fc2")
+    stack = MatrixStack(main, ["conv"])
+    later = make_store(tmp_path / "later", seed=9)  # the same 600 instances, other activations
+    main.subsets.store = later  # (an explorer moves its subsets with it)
+    main.set_store(later)
+    panel = stack.panels[0]
+    assert panel.store is later
+    reference = ActivationMatrix(later, "conv", subsets=main.subsets, rows=main.row_keys)
+    np.testing.assert_allclose(panel.values, reference.values, rtol=1e-6)
 
 
 def test_layers_are_set_and_checked(store):

@@ -121,6 +121,8 @@ class MatrixStack(widgets.VBox):
         self._syncing = True
         try:
             main, held = self.matrix, self._held[id(panel)]
+            if panel.store is not main.store:  # the explorer moved to another checkpoint: every layer moves with it
+                panel.set_store(main.store)
             for key, (label, indices) in main.index_rows().items():
                 if held.get(key) is not indices:
                     panel.add_rows_from_indices(key, label, indices)
