@@ -589,8 +589,8 @@ function setup(kit) {
   kit.on("status available_subsets layers", onSelects);
   // rows computed in the background (a large layer): "computing … %" until their values arrive
   const onProgress = () => {
-    progress.textContent = model.get("progress");
-    el.dataset.progress = model.get("progress");
+    progress.textContent = model.get("progress") || "";
+    el.dataset.progress = model.get("progress") || "";
   };
   kit.on("progress", onProgress);
   onProgress();

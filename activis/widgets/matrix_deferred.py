@@ -61,6 +61,7 @@ class DeferredRows:
         subsets = self._subsets
         activations = subsets.store.activations(layer)
         if activations.size <= self.min_values:
+            self._stop()  # another (large) layer's rows are no longer wanted
             return subsets.aggregate(layer, items, stats=STATS, threshold=threshold)
         if self._job is not None and self._job.finished.is_set():
             self._remember(self._job)  # a script's finished job: its rows are taken here
