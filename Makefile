@@ -41,16 +41,17 @@ demo: setup
 
 test: setup browser-deps
 	$(BIN)/ruff check .
-	npm run lint
+	ACTIVIS_PYTHON=$(abspath $(BIN))/python npm run lint
 	$(BIN)/pytest -ra $(PYTEST_ARGS)
 
 test-fast: setup
 	$(BIN)/pytest -ra -m "not browser" $(PYTEST_ARGS)
 
-# Python and JavaScript alike: ruff; ESLint (js/, 120 columns) and TypeScript's check of the JSDoc types
+# Python and JavaScript alike: ruff; ESLint (js/, 120 columns, trait names the widgets sync: js/lint/traits.mjs)
+# and TypeScript's check of the JSDoc types
 lint: setup
 	$(BIN)/ruff check .
-	npm run lint
+	ACTIVIS_PYTHON=$(abspath $(BIN))/python npm run lint
 
 bench: setup
 	for b in benchmarks/bench_*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done

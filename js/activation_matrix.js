@@ -6,7 +6,8 @@
 import { defineView } from "./common/view.js";
 import { h, makeTooltip } from "./common/dom.js";
 import { encodeArray } from "./common/arrays.js";
-import { colourScale, paintCells, sortOrder, formatValue, cellLines, STAT_TITLE } from "./matrix/cells.js";
+import { colourScale, paintCells, sortOrder, cellLines, STAT_TITLE } from "./matrix/cells.js";
+import { formatNumber } from "./common/format.js";
 import { HEADER_H, drawMarks, drawHeader, paintRamp } from "./matrix/paint.js";
 import { CSS, matrixDom, rowLabel } from "./matrix/dom.js";
 
@@ -244,11 +245,11 @@ function setup(kit) {
     legendCanvas.style.border = "1px solid var(--av-border-soft)";
     const stat = model.get("statistic");
     const ref = keyIndex(model.get("difference_to"));
-    let title = STAT_TITLE[stat] + (stat === "active" ? ` (> ${formatValue(model.get("threshold"))})` : "");
+    let title = STAT_TITLE[stat] + (stat === "active" ? ` (> ${formatNumber(model.get("threshold"))})` : "");
     if (ref >= 0) title = `${title}, minus row “${rows[ref].label}”`;
     legendTitle.textContent = title;
-    legendLo.textContent = formatValue(scale.lo);
-    legendHi.textContent = formatValue(scale.hi);
+    legendLo.textContent = formatNumber(scale.lo);
+    legendHi.textContent = formatNumber(scale.hi);
     legendMid.textContent = scale.kind === "diverging" ? "(0 at the centre)" : "";
     const grey = model.get("progress") ? "grey: not computed yet" : "grey: empty subset";
     legendEmpty.textContent = scale.hasNan ? grey : "";
@@ -390,7 +391,7 @@ function setup(kit) {
     if (row >= 0 && !inside) return;
     sharedHoverRow = row;
     if (inside) shared.setClause("hover", inside);
-    else if (shared.mine("hover")) shared.setClause("hover", null);
+    else shared.clearClause("hover");
   }
 
   function shareNeuron(neuron) {

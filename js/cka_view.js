@@ -4,6 +4,7 @@
 // outlined (marked_layer, marked_step). Each cell is a button-like div with data-layer, data-step, data-value.
 import { defineView } from "./common/view.js";
 import { h } from "./common/dom.js";
+import { formatNumber } from "./common/format.js";
 
 const CSS = `
 .activis-cka { font-size: 11px; overflow: auto; }
@@ -42,7 +43,7 @@ function setup(kit) {
         cells.push(h("div", {
           className: "av-cka-cell", "data-layer": layer, "data-step": String(step), "data-value": v.toFixed(3),
           "data-marked": String(step === model.get("marked_step") && layer === model.get("marked_layer")),
-          title: `${layer} · step ${step}: CKA ${v.toFixed(3)}`, text: v.toFixed(2),
+          title: `${layer} · step ${step}: CKA ${formatNumber(v)}`, text: v.toFixed(2),
           style: { background: seq[k], color: k < seq.length / 2 ? "#fff" : "#000" },
           onclick: () => { model.set("picked", { layer, step }); model.save_changes(); },
         }));

@@ -7,7 +7,7 @@
 // Instruments the run's configuration does not track take no space.
 import { defineView } from "./common/view.js";
 import { h, svg, makeTooltip } from "./common/dom.js";
-import { formatValue as fmt } from "./common/axes.js";
+import { formatNumber as fmt } from "./common/format.js";
 import { INSTRUMENTS, isTracked } from "./cockpit/instruments.js";
 import { lineChart, alphaChart, gaugeChart, hist1dChart, hist2dChart } from "./cockpit/charts.js";
 

@@ -7,6 +7,7 @@
 // The root carries data-points, data-brushed and data-highlighted for tests and tools.
 import { defineView } from "./common/view.js";
 import { h } from "./common/dom.js";
+import { tickFormat } from "./common/format.js";
 import { encodeArray } from "./common/arrays.js";
 
 const CSS = `
@@ -58,8 +59,8 @@ function setup(kit) {
       return seq[Math.min(seq.length - 1, Math.round((Math.min(f, 4) / 4) * (seq.length - 1)))];
     }
     const c = kit.array("correctness")?.data[i] ?? 0;
-    const scale = p.correctness || ["#d62728", "#2ca02c"];
-    return scale[Math.min(scale.length - 1, Math.round(c * (scale.length - 1)))];
+    const scale = p.correctness || ["#2ca02c", "#d62728"];  // [correct, misclassified]
+    return scale[Math.min(scale.length - 1, Math.round((1 - c) * (scale.length - 1)))];
   }
 
   const draw = kit.frame(() => {
@@ -81,7 +82,8 @@ function setup(kit) {
     ctx.fillText("confidence →", 0, 0);
     ctx.restore();
     for (const t of [0, 0.5, 1]) ctx.fillText(String(t), MARGIN.left - 18, sy(t, height) + 3);
-    for (const t of [0, xMax / 2, xMax]) ctx.fillText(t.toFixed(2), sx(t, width) - 10, height - MARGIN.bottom + 12);
+    const xTicks = [0, xMax / 2, xMax], xLabel = tickFormat(xTicks);
+    for (const t of xTicks) ctx.fillText(xLabel(t), sx(t, width) - 10, height - MARGIN.bottom + 12);
     const brushed = kit.array("brushed")?.data;
     const marked = new Uint8Array(conf.length);
     if (highlighted) for (const i of Array.from(highlighted)) if (i < marked.length) marked[i] = 1;

@@ -6,8 +6,9 @@
 // instances in the shared Selection; a selection made in another view comes back evaluated (compared_*).
 // Class names are data: they only ever reach the page through textContent.
 import { defineView } from "./common/view.js";
-import { h, svg, formatCount } from "./common/dom.js";
-import { frame, line, horizontalDrag, formatNumber } from "./evaluation/chart.js";
+import { h, svg } from "./common/dom.js";
+import { frame, line, horizontalDrag } from "./evaluation/chart.js";
+import { formatCount, formatInteger, formatNumber } from "./common/format.js";
 
 const SOURCE = "evaluation";
 const BINS = 50;
@@ -311,7 +312,7 @@ function setup(kit) {
     card.body.replaceChildren(f.root);
     marks.dist = { f, rule, brush };
     const range = model.get("selected_range") || [];
-    if (range.length === 2 && (!shared || shared.mine("brush"))) showBrush(range[0], range[1]);
+    if (range.length === 2 && (!shared || shared.own("brush"))) showBrush(range[0], range[1]);
     let mode = null;
     horizontalDrag(f.root, f, {
       onStart: (v) => {
@@ -329,10 +330,10 @@ function setup(kit) {
         mode = null;
       },
     });
-    card.legend.replaceChildren(chip(`${names()[focus] ?? ""} (${positives.toLocaleString()})`, colors()[focus],
+    card.legend.replaceChildren(chip(`${names()[focus] ?? ""} (${formatInteger(positives)})`, colors()[focus],
       false, null),
-      chip(`others (${(n - positives).toLocaleString()})`, kit.colour("--av-fg-muted", "#666"), false, null),
-      ...(picked ? [chip(`selection (${picked.length.toLocaleString()})`, kit.colour("--av-accent", "#1976d2"),
+      chip(`others (${formatInteger(n - positives)})`, kit.colour("--av-fg-muted", "#666"), false, null),
+      ...(picked ? [chip(`selection (${formatInteger(picked.length)})`, kit.colour("--av-accent", "#1976d2"),
         false, null)] : []));
     card.root.dataset.compared = String(picked ? picked.length : 0);
   }
@@ -531,7 +532,7 @@ function setup(kit) {
       marks.dist.rule.setAttribute("visibility", threshold === null ? "hidden" : "visible");
     }
     if (document.activeElement !== thresholdBox) {
-      thresholdBox.value = threshold === null ? "" : String(Number(threshold.toPrecision(4)));
+      thresholdBox.value = threshold === null ? "" : formatNumber(threshold);
     }
     argmaxButton.setAttribute("aria-pressed", String(threshold === null));
     cards.dist.sub.textContent = threshold === null ? "argmax: click to set a threshold"
@@ -595,9 +596,9 @@ function setup(kit) {
   function onShared(api) {
     // another view's brush replaces ours: drop our cell and range marks (the kernel sends compared_*)
     shared = api;
-    const raw = api.mine("brush") ? api.get("subset_indices") : api.get("brush") || api.get("subset_indices");
-    if (raw !== lastCompared) { lastCompared = raw; redraw(); }
-    if (!api.mine("brush") && model.get("selected_cell").length + model.get("selected_range").length) {
+    const compared = api.clause("brush") || api.indices("subset_indices");
+    if (compared !== lastCompared) { lastCompared = compared; redraw(); }
+    if (!api.own("brush") && model.get("selected_cell").length + model.get("selected_range").length) {
       if (marks.dist) marks.dist.brush.setAttribute("visibility", "hidden");
       el.dataset.selected = "0";
     }
@@ -624,7 +625,7 @@ function setup(kit) {
     tableBox.style.height = `${chartH + 30}px`;
     const sub = model.get("compared_label");
     cards.metrics.sub.textContent = sub ? `beside ${sub}` : "";
-    info.textContent = `${n.toLocaleString()} instances · ${K} classes`;
+    info.textContent = `${formatInteger(n)} instances · ${K} classes`;
     errorBox.textContent = model.get("error") || "";
     applyThreshold(model.get("threshold"));
     el.dataset.ready = "1";

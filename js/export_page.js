@@ -17,6 +17,7 @@ import selection from "./selection.js";
 import slice_suggestions from "./slice_suggestions.js";
 import subset_panel from "./subset_panel.js";
 import timeline_view from "./timeline_view.js";
+import { coordinateCheckpoints } from "./export/checkpoints.js";
 import { coordinateExplorer } from "./export/explorer.js";
 import { readBuffers, StaticManager, StaticModel, withBuffers } from "./export/runtime.js";
 
@@ -68,7 +69,8 @@ function build(node, manager, buffers) {
   if (node.kind === "tabs" || node.kind === "stack") return buildTabs(node, manager, buffers);
   if (node.kind === "explorer") {
     const el = build(node.child, manager, buffers);
-    coordinateExplorer(manager, node, buffers);
+    const links = coordinateExplorer(manager, node, buffers);
+    if (links && node.data.checkpoints) coordinateCheckpoints(manager, node, buffers, links, el);
     return el;
   }
   if (node.kind === "kernel") {  // a control that runs Python: shown, and disabled

@@ -5,6 +5,7 @@
 import dagre from "@dagrejs/dagre";
 import { defineView } from "./common/view.js";
 import { h, svg, makeTooltip } from "./common/dom.js";
+import { formatInteger } from "./common/format.js";
 
 /**
  * @typedef {{ severity: "error" | "warning" | "note", count: number, title: string }} Marker
@@ -127,7 +128,7 @@ function tooltipLines(item) {
       `type: ${m ? m.type : "?"}`,
       `nodes inside: ${item.nodes.length}`,
       `output shape: ${shapeText(n)}`,
-      `parameters: ${m ? m.num_params.toLocaleString() : 0}`,
+      `parameters: ${formatInteger(m ? m.num_params : 0)}`,
       "double-click to expand",
     ];
   }
@@ -136,7 +137,7 @@ function tooltipLines(item) {
     `op: ${n.op}  ${n.target}`,
     `module: ${n.module_path || "(model)"}`,
     `output shape: ${shapeText(n)}${n.dtype ? " " + n.dtype : ""}`,
-    `parameters: ${n.num_params.toLocaleString()}`,
+    `parameters: ${formatInteger(n.num_params)}`,
   ];
 }
 

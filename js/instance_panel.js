@@ -6,6 +6,7 @@
 // per square does not scale), one overlay canvas for the hover ring, DOM only for text.
 import { defineView } from "./common/view.js";
 import { h } from "./common/dom.js";
+import { formatInteger, formatNumber } from "./common/format.js";
 import { decodeArray } from "./common/arrays.js";
 import { rampColour } from "./common/colours.js";
 
@@ -44,13 +45,6 @@ const CSS = `
 .activis-ip .av-ip-card .av-ip-hint { color: var(--av-fg-muted); font-size: 11px; margin-top: 3px; }
 `;
 
-function formatNumber(v, integer) {
-  if (!Number.isFinite(v)) return Number.isNaN(v) ? "—" : String(v);
-  if (integer) return Math.round(v).toLocaleString("en-US");
-  const a = Math.abs(v);
-  if (a !== 0 && (a >= 1e6 || a < 1e-3)) return v.toExponential(3);
-  return String(Number(v.toPrecision(4)));
-}
 
 /** Decode the sample the kernel sent: typed arrays per instance plus text columns. */
 function decodeSample(raw) {
@@ -383,7 +377,7 @@ function setup(kit) {
     const sw = h("span", { className: "swatch", style: {
       display: "inline-block", width: "9px", height: "9px", marginRight: "4px", background: colorOf(k) } });
     const name = h("b", { text: nameOf(k) });
-    const us = (/** @type {number} */ v) => Number(v).toLocaleString("en-US");
+    const us = (/** @type {number} */ v) => formatInteger(Number(v));
     const counts = h("span", { text: ` · ${us(shownTotal)} shown of ${us(classTotal)}` });
     const right = h("span", {
       className: "av-ip-right",
@@ -398,8 +392,8 @@ function setup(kit) {
     const s = sample;
     const parts = [];
     if (s) {
-      parts.push(`${s.n.toLocaleString("en-US")} of ${Number(s.total).toLocaleString("en-US")} instances shown`);
-      if (s.filtered) parts.push(`filter: ${Number(s.candidates).toLocaleString("en-US")}`);
+      parts.push(`${formatInteger(s.n)} of ${formatInteger(Number(s.total))} instances shown`);
+      if (s.filtered) parts.push(`filter: ${formatInteger(Number(s.candidates))}`);
       let wrong = 0;
       for (let i = 0; i < s.n; i++) if (s.label[i] >= 0 && s.label[i] !== s.pred[i]) wrong++;
       parts.push(`${wrong} misclassified`);
@@ -488,7 +482,7 @@ function setup(kit) {
     if (s.numbers) {
       const m = s.numbers.shape[1];
       for (let j = 0; j < m; j++) {
-        meta.push([s.numberNames[j], formatNumber(s.numbers.data[i * m + j], s.numberInteger[j])]);
+        meta.push([s.numberNames[j], (s.numberInteger[j] ? formatInteger : formatNumber)(s.numbers.data[i * m + j])]);
       }
     }
     for (const col of s.texts) meta.push([col.name, col.values[i]]);

@@ -7,6 +7,7 @@
 // set through textContent only.
 import { defineView } from "./common/view.js";
 import { h } from "./common/dom.js";
+import { formatNumber } from "./common/format.js";
 
 /**
  * @typedef {{ index: number, layer: string, correct: boolean, confidence: number, true_class: number,
@@ -53,14 +54,6 @@ const MEASURES = [
   { key: "evidences", name: "evidence", title: "evidence: the neuron's term in log p(x | compared) − log p(x | true)" },
 ];
 
-/** @param {number} v */
-function formatValue(v) {
-  if (v !== v) return "–";
-  const a = Math.abs(v);
-  if (a !== 0 && (a < 1e-2 || a >= 1e4)) return v.toExponential(1);
-  return v.toFixed(a >= 100 ? 0 : a >= 10 ? 1 : 2);
-}
-
 /** @param {any} facts @returns {facts is Facts} */
 const explained = (facts) => Boolean(facts) && facts.index !== undefined;
 
@@ -106,14 +99,14 @@ export default defineView({
       }
       const verdict = facts.correct ? "correctly classified as" : "predicted";
       line(title, [`Instance #${facts.index} · true `, facts.true_class, `${facts.true_name} · ${verdict} `,
-        facts.pred_class, `${facts.pred_name} (confidence ${facts.confidence.toFixed(3)}) · layer ${facts.layer}`]);
+        facts.pred_class, `${facts.pred_name} (confidence ${formatNumber(facts.confidence)}) · layer ${facts.layer}`]);
       const kind = facts.neuron_kind || "unit";
       const ids = kit.array("neuron_ids");
       const shown = ids ? ids.data.length : 0;
       const against = facts.correct ? `the runner-up ${facts.compared_name}` : facts.compared_name;
       sub.textContent = `The ${shown} of ${facts.neurons} ${kind}s that moved it most from the mean of ` +
         `${facts.true_name} toward ${against} (${facts.toward} of ${facts.neurons} moved toward it; ` +
-        `log-likelihood ratio ${formatValue(facts.log_likelihood_ratio)}).`;
+        `log-likelihood ratio ${formatNumber(facts.log_likelihood_ratio)}).`;
     }
 
     function drawLegend(/** @type {any} */ facts) {
@@ -138,7 +131,7 @@ export default defineView({
         cell.appendChild(b);
       }
       const text = h("span", { className: "av-why-value" });
-      text.textContent = formatValue(value);
+      text.textContent = formatNumber(value);
       // the number sits on the side away from the bar
       if (value >= 0) text.style.right = "52%"; else text.style.left = "52%";
       cell.appendChild(text);
@@ -168,8 +161,8 @@ export default defineView({
         label.textContent = `${kind} ${neuron}`;
         const row = h("div", { className: "av-why-row", role: "row", "data-neuron": String(neuron) },
           [label, ...own.map((v, c) => bar(v, extents[c], facts))]);
-        row.title = `${kind} ${neuron}: score ${formatValue(own[0])}, departure ${formatValue(own[1])} σ, ` +
-          `evidence ${formatValue(own[2])} (click to pick it in every view)`;
+        row.title = `${kind} ${neuron}: score ${formatNumber(own[0])}, departure ${formatNumber(own[1])} σ, ` +
+          `evidence ${formatNumber(own[2])} (click to pick it in every view)`;
         row.addEventListener("click", () => pick(neuron)); // goes with the row at the next draw
         rows.push(row);
         rowEls.push({ row, neuron });

@@ -6,7 +6,8 @@
 // configuration values and series names are data: they reach the page only through textContent.
 import { defineView } from "./common/view.js";
 import { h, svg, makeTooltip } from "./common/dom.js";
-import { frame, line, horizontalDrag, formatNumber } from "./evaluation/chart.js";
+import { frame, line, horizontalDrag } from "./evaluation/chart.js";
+import { formatNumber } from "./common/format.js";
 
 const CSS = `
 .activis-runs { overflow-y: auto; }
@@ -87,7 +88,7 @@ function setup(kit) {
         const ys = values.data.subarray(at, at + T);
         for (let t = 0; t < T; t++) if (Number.isFinite(ys[t])) points++;
         line(f, stepsF, ys, 0, T, { stroke: colors[r] || "#888", "stroke-width": 1.5, "data-run": String(r) });
-        for (let t = 0; jumps && t < T; t++) { // a sudden jump: far outside the spread of the changes before it
+        for (let t = 0; jumps && t < T; t++) { // a sudden jump (activis.run.volatility)
           if (!jumps.data[at + t] || stepsF[t] < x0 || stepsF[t] > x1) continue;
           const mark = svg("circle", { cx: f.x(stepsF[t]), cy: f.y(ys[t]), r: 4.5, fill: "transparent",
             stroke: colors[r] || "#888", "stroke-width": 2, "data-jump": String(runs[r]) });
@@ -138,8 +139,9 @@ function setup(kit) {
     grid.replaceChildren(...cards);
     legend.replaceChildren(...runs.map((name, r) => h("span", { className: "av-chip", "data-run": String(r) },
       [h("span", { className: "swatch", style: { background: colors[r] || "#888" } }), h("span", { text: name })])),
-    h("span", { className: "av-chip", "data-role": "jump-key", title: "a change more than 6 robust spreads (MAD) "
-      + "away from the changes before and after it, in the run's colour; hover a ring for its step and size" },
+    h("span", { className: "av-chip", "data-role": "jump-key", title: "a change in level that stands out from the "
+      + "curve's own noise (a drop, a shift, a spike, a divergence), in the run's colour; hover a ring for its "
+      + "step and size" },
     [h("span", { className: "av-jump-key" }), h("span", { text: "sudden jump" })]));
     rangeInfo.textContent = range.length === 2 ? `steps ${range[0]}–${range[1]}` : "all steps";
     el.dataset.range = range.join(",");

@@ -4,6 +4,7 @@
 // Every description comes from data (column names, values): it is set as text, never as markup.
 import { defineView } from "./common/view.js";
 import { h } from "./common/dom.js";
+import { formatNumber } from "./common/format.js";
 
 /**
  * @typedef {{ name: string, kind: string, description: string, size: number, fraction: number, metric: string,
@@ -84,7 +85,7 @@ export default defineView({
         const adopt = h("button", { text: "Adopt", title: "add as a subset: a matrix row, a highlight in every view",
           class: "activis-slice-adopt" });
         adopt.addEventListener("click", () => model.send({ action: "adopt", index })); // goes with its row
-        const numbers = `${item.size} · ${item.metric} ${item.value.toPrecision(2)} vs ${item.overall.toPrecision(2)}`
+        const numbers = `${item.size} · ${item.metric} ${formatNumber(item.value)} vs ${formatNumber(item.overall)}`
           + ` (×${item.lift.toFixed(1)}) · p=${formatP(item.p_adjusted)}`;
         const row = h("div", { className: "activis-slice-row", "data-index": String(index), "data-name": item.name,
           "data-size": String(item.size) }, [

@@ -5,6 +5,7 @@ look at; not a golden image)."""
 
 import pytest
 
+from activis.widgets.format import format_number
 from conftest import ARTIFACTS
 from jupyter_page import change_theme, open_cells, python_result, read_result, run_cell
 
@@ -181,7 +182,7 @@ def test_evaluation_panel_opens_on_what_evaluate_prints(lab, page):
     assert view.get_attribute("data-threshold") == "argmax"
     assert float(view.get_attribute("data-accuracy")) == pytest.approx(printed, abs=1e-12)
     shown = view.locator("tr[data-metric='accuracy'] td").nth(1).inner_text()
-    assert shown == f"{printed:.4g}".rstrip("0").rstrip("."), (shown, printed)
+    assert shown == format_number(printed), (shown, printed)
     # ten classes: at least every diagonal cell shows its count
     assert int(view.get_attribute("data-counts-shown")) >= 10
     # the metrics table fits its card: no sideways scroll

@@ -1,11 +1,13 @@
 """The Explorer's coordination in the kernel (the browser paths are in test_browser_explorer.py)."""
 
+import ipywidgets as widgets
 import numpy as np
 import pytest
 
 from activis.demo import digits_store
 from activis.widgets import row_keys
 from activis.widgets.explorer import Explorer, LayerNotCaptured, store_layer_for
+from activis.widgets.links import Link
 from activis.widgets.selection import INSTANCES, MATRIX, PROJECTION
 
 
@@ -89,3 +91,14 @@ def test_cross_filter_through_the_views(store):
     assert ex.matrix.rows[-1]["label"] == "hover #13"
     ex.instances.hovered_index = -1
     assert row_keys.HOVER not in ex.matrix.row_keys
+
+
+def test_every_link_is_in_the_table_and_a_user_can_add_one(store):
+    ex = Explorer(store, method="pca")
+    assert ex.links.links == list(Explorer.LINKS)  # a graph: no link skipped
+    assert all(view.shared_selection is ex.selection for view in (ex.matrix, ex.projection, ex.instances, ex.why))
+    slider = widgets.IntSlider(min=-1, max=9, value=-1)
+    ex.links.add_views(neuron_slider=slider)
+    ex.links.add([Link("neuron_slider", "value", to="selection.neuron")])
+    slider.value = 4
+    assert ex.selection.neuron == ex.projection.neuron == 4 and ex.projection.color_by == "neuron"

@@ -73,3 +73,31 @@ def test_cockpit_and_runs_charts(tmp_path):
     with pytest.raises(ExportError, match="No series 'nope'"):
         runs.chart(["nope"])
     assert runs.chart(["Loss"]).to_json()
+
+
+def test_data_map_and_cka_charts_render_offline(tmp_path):
+    """The data map's and the CKA heatmap's data() are their frames; chart() renders through vl-convert."""
+    vl_convert = pytest.importorskip("vl_convert")
+    from timeline_run import make_run
+
+    from activis.widgets.cka_view import CKAView
+    from activis.widgets.data_map_view import DataMapView
+
+    store = activis.open_run(make_run(tmp_path / "run", steps=11, n=60)).store
+    data_map = activis.data_map_of(store)
+    view = DataMapView(data_map)
+    frame = view.data()
+    assert frame["instance"].tolist() == list(range(60))
+    np.testing.assert_array_equal(frame["confidence"], data_map["confidence"])
+    for color_by in ("correctness", "forgetting"):
+        svg = vl_convert.vegalite_to_svg(view.chart(color_by).to_json())
+        assert svg.startswith("<svg") and svg.count("<path") >= 60  # one mark per instance
+    with pytest.raises(ExportError, match="correctness or forgetting"):
+        view.chart("loss")
+    matrix = activis.cka_matrix(store)
+    cka = CKAView(matrix)
+    cells = cka.data()
+    assert len(cells) == matrix.size and set(cells.columns) == {"layer", "step", "cka"}
+    assert cells.set_index(["layer", "step"])["cka"].unstack().loc[matrix.index, matrix.columns].equals(matrix)
+    svg = vl_convert.vegalite_to_svg(cka.chart().to_json())
+    assert svg.startswith("<svg") and "1.00" in svg  # the last checkpoint's CKA with itself

@@ -9,6 +9,7 @@ import pytest
 from activis.projection import Projector
 from activis.store import write_store
 from activis.widgets.colours import categorical
+from activis.widgets.format import format_number
 from activis.widgets.projection_view import ProjectionView, color_encoding
 
 XSS = "<img src=x onerror=alert(1)>"
@@ -174,7 +175,7 @@ def test_hover_details_describe_the_instance(store):
     assert view.hover_details["index"] == 10
     assert details["true class"] == row["label_name"] and details["prediction"] == row["pred_name"]
     assert details["source"] == row["source"] and details["uid"] == "id10"
-    assert details["neuron 2"] == f"{store.activations('fc')[10, 2]:.4g}"
+    assert details["neuron 2"] == format_number(store.activations("fc")[10, 2])
     assert "confidence" in details and "correct" in details
 
 

@@ -33,6 +33,9 @@ def test_the_explorer_over_a_run_shows_the_latest_checkpoint_with_its_timeline_v
     assert explorer.cockpit.log.steps == run.log.steps and explorer.cockpit.marked_step == 15
     assert explorer.timeline.box in explorer.children
     assert explorer.data_map is not None and explorer.cka is not None
+    # the timeline's links are in the explorer's one table, after the explorer's own
+    assert explorer.links.links[-len(explorer.timeline.LINKS):] == list(explorer.timeline.LINKS)
+    assert explorer.data_map.shared_selection is explorer.selection
     # a path works as the run, and a plain store (one checkpoint) adds no timeline
     assert activis.Explorer(run.store, run=str(run.path), method="pca").cockpit is not None
     with pytest.raises(ViewError, match="not a checkpoint.*0, 5, 10, 15"):

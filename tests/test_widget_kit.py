@@ -30,6 +30,10 @@ def test_selection_follows_every_clause_but_mine():
     assert sel.clause("hover", "matrix") is None and sel.clause("hover", "projection").tolist() == [5]
     with pytest.raises(KeyError, match="Clauses: brush, hover"):
         sel.clause("lasso", "projection")
+    # a view's own clause, while it stands (what it keeps drawing): Mosaic's valueFor
+    assert sel.own("brush", "projection").tolist() == [3, 1] and sel.own("brush", "instances") is None
+    sel.set_brush([2], "data_map")
+    assert sel.own("brush", "projection") is None
 
 
 def test_row_keys():

@@ -4,8 +4,9 @@
 writes one file with the bundled JS inlined and the data embedded as binary; it opens from
 ``file://`` with no network and no kernel. In the page every view draws and links as in the
 notebook; an Explorer also cross-filters there (a lasso's matrix row is computed in the page from
-the embedded activations). What needs Python (slice discovery, adding subsets, explaining an
-instance) is disabled, and the page says so.
+the embedded activations). An Explorer over a run keeps its checkpoints: the slider, the cockpit's step
+brush and a CKA cell move the views there (`checkpoints`). What needs Python (slice discovery, adding
+subsets, explaining an instance) is disabled, and the page says so.
 """
 
 from __future__ import annotations
@@ -45,10 +46,14 @@ def save_html(path, *items, title: str = "activis", max_instances: int = 20_000)
     for item in items:
         if isinstance(item, Explorer) and item.store.n_instances > max_instances:
             with sampled_explorer(item, max_instances) as (sample, note):
+                if item.timeline is not None:  # a sample is one checkpoint: the run's instruments still come
+                    note += " The run's checkpoints are left out of a sampled page; its cockpit is below."
                 children += [{"kind": "text", "text": note, "style": {"font-weight": "600"}},
-                             _explorer_node(sample, state)]
+                             *_explorer_nodes(sample, state)]
+                if item.cockpit is not None:
+                    children.append(state.layout(item.cockpit))
         elif isinstance(item, Explorer):
-            children.append(_explorer_node(item, state))
+            children += _explorer_nodes(item, state)
         else:
             children.append(state.layout(item))
     layout = {"kind": "box", "direction": "column", "style": {"width": "100%"}, "children": children}
@@ -56,13 +61,17 @@ def save_html(path, *items, title: str = "activis", max_instances: int = 20_000)
     return write_page(path, render_page(state, layout, title=title, note=note))
 
 
-def _explorer_node(explorer, state: PageState) -> dict:
+def _explorer_nodes(explorer, state: PageState) -> list[dict]:
+    """An explorer's layout node (and, over a run whose checkpoints did not all fit, a note saying so)."""
+    from .checkpoints import checkpoint_data
     from .explorer import explorer_data
 
-    node = {"kind": "explorer", "child": state.layout(explorer), "data": explorer_data(explorer, state),
+    data = explorer_data(explorer, state)
+    data["checkpoints"], note = checkpoint_data(explorer, state, data)
+    node = {"kind": "explorer", "child": state.layout(explorer), "data": data,
             "selection": state.add_model(explorer.selection),
             "views": {role: state.add_model(view) for role, view in _explorer_views(explorer).items()}}
-    return node
+    return ([{"kind": "text", "text": note, "style": {"font-weight": "600"}}] if note else []) + [node]
 
 
 def _explorer_views(explorer) -> dict:
@@ -72,4 +81,9 @@ def _explorer_views(explorer) -> dict:
         views["graph"] = explorer.graph_view
     if explorer.evaluation is not None:
         views["evaluation"] = explorer.evaluation
+    if explorer.timeline is not None:
+        timeline = explorer.timeline
+        views["timeline"] = timeline.view
+        views.update({role: view for role, view in (("cockpit", timeline.cockpit), ("data_map", timeline.data_map),
+                                                     ("cka", timeline.cka)) if view is not None})
     return views

@@ -55,7 +55,7 @@ def explorer_data(explorer, state: PageState) -> dict:
         "colourings": _colourings(store, rows, projection.colours.get("classes")),
         "subsets": _subsets(explorer.subsets, state),
         "graph_layers": _graph_layers(explorer),
-        "hover": _hover_fields(store),
+        "hover": hover_fields(store),
         "instances": _instance_table(explorer.instances, state),
         "threshold": float(explorer.matrix.threshold),
         "ramps": {"sequential": colours.ramp(colours.VIRIDIS, CONTINUOUS_LEVELS) + [colours.MISSING],
@@ -94,7 +94,7 @@ def _graph_layers(explorer) -> dict:
     return out
 
 
-def _hover_fields(store) -> dict:
+def hover_fields(store) -> dict:
     """The projection's tooltip fields of every instance, as text (the notebook formats them the same way)."""
     table = store.instances
     titles = {"label_name": "true class", "pred_name": "prediction", "confidence": "confidence", "correct": "correct"}

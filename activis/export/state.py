@@ -8,6 +8,8 @@ in the notebook. Widgets this page cannot draw (a button that runs Python) becom
 
 from __future__ import annotations
 
+import hashlib
+
 import ipywidgets as widgets
 
 from ..widgets._base import STATIC, View
@@ -34,6 +36,7 @@ class PageState:
     def __init__(self):
         self.models: dict[str, dict] = {}
         self.buffers: list[bytes] = []
+        self._numbers: dict[bytes, int] = {}  # a buffer's digest -> its number: equal bytes are stored once
 
     def add_model(self, widget) -> str:
         """Add a view (or Selection) and what it references; returns its model id."""
@@ -49,9 +52,14 @@ class PageState:
         return model_id
 
     def add_buffer(self, data) -> int:
-        """Add raw bytes; returns the buffer's number in the page."""
-        self.buffers.append(bytes(memoryview(data).cast("B")))
-        return len(self.buffers) - 1
+        """Add raw bytes; returns the buffer's number in the page (the same number for bytes already added:
+        a checkpoint's unchanged arrays cost nothing)."""
+        raw = bytes(memoryview(data).cast("B"))
+        digest = hashlib.blake2b(raw, digest_size=20).digest() + len(raw).to_bytes(8, "little")
+        if digest not in self._numbers:
+            self.buffers.append(raw)
+            self._numbers[digest] = len(self.buffers) - 1
+        return self._numbers[digest]
 
     def _without_buffers(self, value):
         """JSON-able state: each memoryview/bytes becomes ``{"$buffer": k}``, its bytes kept aside."""

@@ -21,7 +21,7 @@ from .chart import Chart, chart, in_range
 from .errors import RunError
 from .log import CockpitLog, read_log
 from .scalars import FolderScalars, LogScalars, scalars_of
-from .volatility import changes
+from .volatility import THRESHOLD, changes
 
 # per-step series that are settings, not readings: two runs with different learning rates part where
 # their losses do, not at step 0
@@ -271,7 +271,7 @@ class RunComparison:
                     means[r, k] = inside.mean() if len(inside) else np.nan
         return means
 
-    def jumps(self, run: str, series: str, *, window: int = 12, threshold: float = 6.0) -> np.ndarray:
+    def jumps(self, run: str, series: str, *, window: int = 12, threshold: float = THRESHOLD) -> np.ndarray:
         """The steps where ``series`` of ``run`` jumps (`activis.run.volatility`), over all its steps."""
         self._check([run])
         source = self.sources[run]

@@ -294,6 +294,11 @@ class Subsets:
     def indices(self, item: str | Subset) -> np.ndarray:
         return np.flatnonzero(self.mask(item))
 
+    def indices_in(self, item: str | Subset, store) -> np.ndarray:
+        """The members of a subset evaluated on ``store``, another store of the same instances (a checkpoint:
+        ``store.at(step)``), leaving this collection's store and caches as they are."""
+        return np.flatnonzero(_evaluate(self._resolve(item).definition, _Context(store)))
+
     def size(self, item: str | Subset) -> int:
         return int(np.count_nonzero(self.mask(item)))
 

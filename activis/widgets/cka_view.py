@@ -31,8 +31,21 @@ class CKAView(View):
     def __init__(self, matrix: pd.DataFrame, **kwargs):
         if not isinstance(matrix, pd.DataFrame) or matrix.columns.name != "step":
             raise ViewError("CKAView shows the layers x checkpoint steps frame of activis.cka_matrix(store).")
+        self._matrix = matrix
         super().__init__(layers=[str(layer) for layer in matrix.index], steps=[int(s) for s in matrix.columns],
                          values=matrix.to_numpy(np.float32), **kwargs)
+
+    def data(self) -> pd.DataFrame:
+        """The heatmap's cells as a long table: layer, step, cka."""
+        from ..export.charts import cka_data
+
+        return cka_data(self._matrix)
+
+    def chart(self):
+        """The heatmap as an Altair chart."""
+        from ..export.charts import cka_chart
+
+        return cka_chart(self._matrix)
 
     def pick(self, layer: str, step: int) -> None:
         """Pick a cell, as a click does."""

@@ -69,6 +69,18 @@ class DataMapView(View):
             raise ViewError(f"brushed holds instance {int(indices.max())}; the data map has {len(self._data_map)}.")
         return indices
 
+    def data(self) -> pd.DataFrame:
+        """The map's points, one row per instance: confidence, variability, correctness, forgetting."""
+        from ..export.charts import data_map_data
+
+        return data_map_data(self._data_map)
+
+    def chart(self, color_by: str | None = None):
+        """The map as an Altair chart (coloured as the view is, or by ``color_by``)."""
+        from ..export.charts import data_map_chart
+
+        return data_map_chart(self._data_map, color_by or self.color_by)
+
     def brush(self, indices) -> None:
         """Brush these instances, as a box in the map does (None clears)."""
         self.brushed = indices

@@ -160,9 +160,7 @@ class EvaluationPanel(View):
     def selected(self) -> np.ndarray | None:
         """Store indices this panel brushed last (a confusion cell or a score range), None if none."""
         sel = self.shared_selection
-        if sel is None or sel.brush is None or sel.brush_source != SOURCE:
-            return None
-        return np.asarray(sel.brush, dtype=np.int64)
+        return None if sel is None else sel.own("brush", SOURCE)
 
     def select_cell(self, true, predicted) -> np.ndarray:
         """Brush the instances of one confusion cell (what a click does in the page)."""
@@ -256,7 +254,7 @@ class EvaluationPanel(View):
 
     def _on_shared(self, _change) -> None:
         sel = self.shared_selection
-        if sel.brush_source != SOURCE and sel.brush is not None:  # another view's brush replaced ours
+        if sel.clause("brush", SOURCE) is not None:  # another view's brush replaced ours
             self.selected_cell, self.selected_range = [], []
         self._compare_soon()
 

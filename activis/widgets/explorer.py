@@ -5,7 +5,8 @@ subset). Each view writes the clauses it owns and follows every other clause, ne
 rule Mosaic's cross-filtering uses), so a lasso in the projection narrows the instance panel and
 adds a "selection" row to the matrix but never erases itself. Hover highlights travel between the
 views inside the browser (through the shared Selection model); what needs the activations (a
-matrix row for a set of instances, a neuron's values) is computed here, in the kernel.
+matrix row for a set of instances, a neuron's values) is computed here, in the kernel. The links are
+one table, `Explorer.LINKS`, resolved by one coordinator (`links.Coordinator`, ``explorer.links``).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from .evaluation_panel import evaluation_panel_for
 from .explorer_timeline import ExplorerTimeline
 from .graph_view import GraphView
 from .instance_panel import InstancePanel
+from .links import Coordinator, Link
 from .matrix_stack import MatrixStack
 from .misclassification_view import MisclassificationView
 from .projection_view import ProjectionView
@@ -99,14 +101,12 @@ class Explorer(widgets.VBox):
         self.why = MisclassificationView(store, layer, height=SIDE_H)
         self.evaluation = None  # built after the first frame (_add_evaluation)
         self.status = widgets.Label("")
-        for view in (self.matrix, self.projection, self.instances, self.why):
-            view.shared_selection = self.selection  # hovers and the active subset travel in the browser
         self.colours = palette(class_count(store))
         for view in self.views:
             view.colours = self.colours  # one set of class colours for every view
         # more layers' matrices under the main one, with its rows (``layers=``, or "+ layer…" in the page)
         self.stack = MatrixStack(self.matrix, layers)
-        self._wire()
+        self._link()
         self.selection.on_reset(self.reset)
         super().__init__(children=self._layout(), layout=widgets.Layout(width="100%"))
         self.add_class("activis-explorer")
@@ -120,6 +120,7 @@ class Explorer(widgets.VBox):
         instances, so it comes after the first frame; its curves and intervals later still, from a thread."""
         self.evaluation = evaluation_panel_for(self.store, self.selection, height=560, background=True)
         if self.evaluation is not None:
+            self.links.add_views(evaluation=self.evaluation)
             self.side_tabs.children = (*self.side_tabs.children, _boxed(self.evaluation, "100%"))
             self.side_tabs.set_title(len(self.side_tabs.children) - 1, "Evaluation")
 
@@ -213,45 +214,50 @@ class Explorer(widgets.VBox):
 
         return save_html(path, self, title=title)
 
-    # ------------------------------------------------------------------ wiring
-    def _wire(self) -> None:
-        sel = self.selection
-        if self.graph_view is not None:
-            self.graph_view.observe(self._on_graph_layer, "selected_layer")
-        sel.observe(self._on_layer, "layer")
-        self.matrix.observe(lambda c: self._set_layer(c["new"]), "layer")
-        self.projection.observe(lambda c: self._set_layer(c["new"]), "layer")
-        # neuron: matrix column -> projection colour and instance panel order
-        self.matrix.observe(lambda c: setattr(sel, "neuron", c["new"]), "selected_neuron")
-        sel.observe(self._on_neuron, "neuron")
+    # ------------------------------------------------------------------ links
+    # Every link between the views, once (`links.Coordinator` resolves them, in this order). A view's
+    # clause goes through the Selection, which applies Mosaic's rule: its owner never follows it.
+    LINKS = (
+        # layer: the graph, the matrix or the projection picks it; the Selection fans it out
+        Link("graph_view", "selected_layer", call="_on_graph_layer"),
+        Link("selection", "layer", call="_on_layer"),
+        Link("matrix", "layer", to="selection.layer", when=bool),
+        Link("projection", "layer", to="selection.layer", when=bool),
+        # neuron: a matrix column -> the projection's colour and the instance panel's order
+        Link("matrix", "selected_neuron", to="selection.neuron"),
+        Link("selection", "neuron", call="_on_neuron"),
         # hover: the views light up each other's hovered instances in the browser; an instance hovered
         # in the projection or the instance panel gives a temporary matrix row (that needs the kernel)
-        self.projection.observe(lambda c: setattr(sel, "hover_instance", c["new"]), "hovered_index")
-        self.instances.observe(lambda c: setattr(sel, "hover_instance", c["new"]), "hovered_index")
-        sel.observe(self._on_hover_instance, "hover_instance")
-        # pins: a click on a point or a square pins the instance as a matrix row
-        self.projection.observe(self._on_projection_select, "selected_indices")
-        self.instances.observe(lambda c: setattr(sel, "pinned", list(c["new"])), "pinned")
-        self.matrix.observe(self._on_matrix_rows, "row_keys")
-        sel.observe(self._on_pinned, "pinned")
-        # brush: a lasso in the projection
-        sel.observe(self._on_brush, ["brush", "brush_source"])
-        # subsets: picking one highlights it everywhere
-        self.subset_panel.observe(self._on_subset_pick, "active")
-        # a suggested slice, once adopted, is picked like any subset; suggestions follow the layer
-        self.slice_suggestions.observe(self._on_slice_adopted, "adopted")
-        sel.observe(lambda c: setattr(self.slice_suggestions, "layer", c["new"]), "layer")
-        self.matrix.observe(self._on_matrix_row_pick, "selected_row")
+        Link("projection", "hovered_index", to="selection.hover_instance"),
+        Link("instances", "hovered_index", to="selection.hover_instance"),
+        Link("selection", "hover_instance", call="_on_hover_instance"),
+        # pins: a click on a point or a square pins the instance as a matrix row; a lasso brushes
+        Link("projection", "selected_indices", call="_on_projection_select"),
+        Link("instances", "pinned", to="selection.pinned"),
+        Link("matrix", "row_keys", call="_on_matrix_rows"),
+        Link("selection", "pinned", call="_on_pinned"),
+        # brush: whoever wrote it, the instance panel filters and the matrix adds a "selection" row
+        Link("selection", ("brush", "brush_source"), call="_on_brush"),
+        # subsets: picking one highlights it everywhere; an adopted slice is picked like any subset
+        Link("subset_panel", "active", call="_on_subset_pick"),
+        Link("slice_suggestions", "adopted", to="subset_panel.active", when=bool),
+        Link("selection", "layer", to="slice_suggestions.layer"),
+        Link("matrix", "selected_row", call="_on_matrix_row_pick"),
         # the misclassification view: a click on a bar picks its neuron everywhere
-        self.why.observe(lambda c: setattr(sel, "neuron", c["new"]), "selected_neuron")
+        Link("why", "selected_neuron", to="selection.neuron"),
+    )
 
-    def _set_layer(self, layer: str) -> None:
-        if layer and layer != self.selection.layer:
-            self.selection.layer = layer
+    def _link(self) -> None:
+        """Name the views and resolve the table; the timeline adds its own views and links later."""
+        self.links = Coordinator(self.selection, explorer=self, graph_view=self.graph_view, matrix=self.matrix,
+                                 projection=self.projection, instances=self.instances,
+                                 subset_panel=self.subset_panel, slice_suggestions=self.slice_suggestions,
+                                 why=self.why)  # the evaluation panel joins when it is built
+        self.links.add(self.LINKS, host=self)
 
     def _on_graph_layer(self, change) -> None:
         try:
-            self._set_layer(store_layer_for(self.store, self.graph, change["new"]))
+            self.selection.layer = store_layer_for(self.store, self.graph, change["new"])
             self.status.value = ""
         except LayerNotCaptured as exc:
             self.status.value = str(exc)
@@ -340,10 +346,6 @@ class Explorer(widgets.VBox):
         self.selection.subset_indices = as_indices(self.subsets.indices(name)) if name else None
         if name and row_keys.subset_row(name) not in self.matrix.row_keys:
             self.matrix.add_subset(name)
-
-    def _on_slice_adopted(self, change) -> None:
-        if change["new"]:
-            self.subset_panel.active = change["new"]
 
     def _on_matrix_row_pick(self, change) -> None:
         subset, instance = row_keys.subset_of(change["new"]), row_keys.instance_of(change["new"])

@@ -28,6 +28,7 @@ from .cockpit_panel import CockpitPanel
 from .data_map_view import SOURCE as DATA_MAP
 from .data_map_view import DataMapView
 from .errors import ViewError
+from .links import Link
 from .selection import as_indices
 from .timeline_view import TimelineView
 
@@ -65,11 +66,10 @@ class ExplorerTimeline:
         if len(self.steps) > 1:
             try:
                 self.data_map = DataMapView(data_map_of(store), subsets=explorer.subsets, height=360)
-                self.data_map.shared_selection = explorer.selection
             except DynamicsError as exc:  # no labels, or outputs that are not class scores
                 self.errors["data_map"] = str(exc)
             self.cka = CKAView(cka_matrix(store), marked_step=self.steps[-1], marked_layer=explorer.selection.layer)
-        self._wire()
+        self._link()
         self._request_layouts(explorer.selection.layer)
         row = widgets.Layout(width="100%")
         side = [v for v in (self.data_map, self.cka) if v is not None]
@@ -91,18 +91,22 @@ class ExplorerTimeline:
             return self._stores[step]
 
     # ------------------------------------------------------------------ links
-    def _wire(self) -> None:
-        ex = self.explorer
-        ex.observe(self._on_checkpoint, "checkpoint")
-        self.view.observe(lambda c: setattr(ex, "checkpoint", c["new"]), "step")
+    # The timeline's links, in the explorer's one table mechanism (`links.Coordinator`); absent views
+    # (no cockpit without a step log, no data map without labels) leave their links out.
+    LINKS = (
+        Link("explorer", "checkpoint", call="_on_checkpoint"),
+        Link("timeline", "step", to="explorer.checkpoint"),
+        Link("selection", "layer", call="_on_layer"),
+        Link("cockpit", "step_range", call="_on_step_range"),
+        Link("data_map", "brushed", clause="brush", owner=DATA_MAP),
+        Link("cka", "picked", call="_on_cka_pick"),
+    )
+
+    def _link(self) -> None:
+        links = self.explorer.links
+        links.add_views(timeline=self.view, cockpit=self.cockpit, data_map=self.data_map, cka=self.cka)
+        links.add(self.LINKS, host=self)
         self.view.on_msg(self._on_timeline_message)
-        ex.selection.observe(self._on_layer, "layer")
-        if self.cockpit is not None:
-            self.cockpit.observe(self._on_step_range, "step_range")
-        if self.data_map is not None:
-            self.data_map.observe(self._on_data_map_brush, "brushed")
-        if self.cka is not None:
-            self.cka.observe(self._on_cka_pick, "picked")
 
     def _on_checkpoint(self, change) -> None:
         ex, step = self.explorer, change["new"]
@@ -128,10 +132,6 @@ class ExplorerTimeline:
         inside = [s for s in self.steps if first <= s <= last]
         if inside:
             self.explorer.checkpoint = inside[-1]
-
-    def _on_data_map_brush(self, change) -> None:
-        brushed = change["new"]
-        self.explorer.selection.set_brush(brushed if brushed is not None and len(brushed) else None, DATA_MAP)
 
     def _on_cka_pick(self, change) -> None:
         picked = change["new"]

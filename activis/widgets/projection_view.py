@@ -15,6 +15,7 @@ from . import colours
 from ._arrays import array_serialization
 from ._base import View, bundle, class_count, kernel_loop
 from .errors import ViewError, check_layer, check_neuron, check_same_instances, check_store, unknown
+from .format import format_number
 from .selection import Selection
 
 MISSING = 255  # colour code of instances without a value (unlabelled, NaN metadata)
@@ -117,7 +118,7 @@ def _continuous(values: np.ndarray, title: str) -> tuple[np.ndarray, list[str], 
     legend["domain"] = [lo, hi]
     legend["scale"] = "diverging" if diverging else "sequential"
     if lo > v.min() or hi < v.max():
-        legend["note"] = f"(clipped; full range {v.min():.4g} to {v.max():.4g})"
+        legend["note"] = f"(clipped; full range {format_number(v.min())} to {format_number(v.max())})"
     ramp = colours.ramp(colours.DIVERGING if diverging else colours.VIRIDIS, CONTINUOUS_LEVELS)
     return codes, ramp + [colours.MISSING], legend
 
@@ -380,7 +381,7 @@ class ProjectionView(View):
                 fields.append([title, _short(row[column])])
         if self.color_by == "neuron":
             value = float(self._store.activations(self.layer)[index, self.neuron])
-            fields.append([f"neuron {self.neuron}", f"{value:.4g}"])
+            fields.append([f"neuron {self.neuron}", format_number(value)])
         skip = {"label", "pred", "label_name", "pred_name", "confidence", "correct"}
         fields += [[str(c), _short(row[c])] for c in row.index if c not in skip]
         self.hover_details = {"index": int(index), "fields": fields}
@@ -395,7 +396,7 @@ def _layout_note(info: dict) -> str:
 
 def _short(value, limit: int = 80) -> str:
     if isinstance(value, float | np.floating):
-        text = f"{value:.4g}"
+        text = format_number(value)
     else:
         text = str(value)
     return text if len(text) <= limit else text[: limit - 1] + "…"

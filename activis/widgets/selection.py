@@ -93,12 +93,21 @@ class Selection(ChecksTraits, AnyWidget):
 
     def clause(self, name: str, view: str) -> np.ndarray | None:
         """The instances of clause ``name`` that ``view`` follows: None when ``view`` wrote it (Mosaic's rule)."""
+        return None if self._written_by(name, view) else self._indices(name)
+
+    def own(self, name: str, view: str) -> np.ndarray | None:
+        """The instances of ``view``'s own clause ``name``: None when another view's replaced it (Mosaic's
+        ``valueFor``), so a view keeps drawing its mark only while its clause stands."""
+        return self._indices(name) if self._written_by(name, view) else None
+
+    def _written_by(self, name: str, view: str) -> bool:
         if name not in CLAUSES:
             raise unknown(f"No clause {name!r}", name, CLAUSES, "Clauses")
+        return getattr(self, f"{name}_source") == view
+
+    def _indices(self, name: str) -> np.ndarray | None:
         value = getattr(self, name)
-        if value is None or getattr(self, f"{name}_source") == view:
-            return None
-        return np.asarray(value, dtype=np.int64)
+        return None if value is None else np.asarray(value, dtype=np.int64)
 
     def set_neuron_highlight(self, neurons, layer: str, source: str) -> None:
         neurons = None if neurons is None else as_indices(neurons)

@@ -3,7 +3,8 @@
 // distribution, the gradient gauge, the two histograms). Each chart draws into its card from the data
 // it is given and marks what it drew (data-points, data-total, data-steps); the panel adds the brush.
 import { h, svg } from "../common/dom.js";
-import { scaleLinear as linear, scaleLog, extent, formatValue as fmt } from "../common/axes.js";
+import { scaleLinear as linear, scaleLog, extent } from "../common/axes.js";
+import { formatNumber as fmt, formatPercent } from "../common/format.js";
 import { KNOWN, ema, spiky, median } from "./instruments.js";
 
 /**
@@ -318,7 +319,7 @@ export function hist1dChart(entry, hist, steps, range, { width, height }, COLORS
   card.dataset.points = String(nonzero);
   const edge = counts[0] + counts[counts.length - 1];
   const stepsText = `${steps} step${steps === 1 ? "" : "s"}`;
-  sub.textContent = `${stepsText} · ${(100 * edge / total).toFixed(1)} % clipped at the edges`;
+  sub.textContent = `${stepsText} · ${formatPercent(edge / total)} clipped at the edges`;
   const m = MARGIN;
   const x = linear(lo, hi, m.left, width - m.right);
   const y = linear(0, peak || 1, height - m.bottom, m.top);

@@ -1,6 +1,7 @@
 // @ts-check
 // Scales and ticks for the views' charts: round tick values (1, 2 or 5 times a power of ten) whose
-// labels always tell neighbours apart, linear or log10, each with invert() for brushing.
+// labels always tell neighbours apart (js/common/format.js), linear or log10, each with invert() for brushing.
+import { tickFormat } from "./format.js";
 
 /**
  * @typedef {((v: number) => number) & { invert: (p: number) => number, domain: [number, number],
@@ -23,40 +24,6 @@ export function niceTicks(lo, hi, count = 4) {
   const out = [];
   for (let i = Math.ceil(lo / step); i * step <= hi + step * 1e-9; i++) out.push(i * step);
   return out.map((v) => (Math.abs(v) < step * 1e-9 ? 0 : v));
-}
-
-/**
- * A formatter that gives each tick of `ticks` a distinct label: as many decimals as the spacing
- * needs, exponent notation for very small or large magnitudes.
- * @param {number[]} ticks
- * @returns {(v: number) => string}
- */
-export function tickFormat(ticks) {
-  const finite = ticks.filter(Number.isFinite);
-  if (!finite.length) return (v) => String(v);
-  let spacing = Infinity;
-  for (let i = 1; i < finite.length; i++) spacing = Math.min(spacing, Math.abs(finite[i] - finite[i - 1]));
-  const magnitude = Math.max(...finite.map(Math.abs));
-  if (magnitude !== 0 && (magnitude < 1e-3 || magnitude >= 1e6)) {
-    // enough significant digits that the spacing shows
-    const digits = Number.isFinite(spacing) && spacing > 0
-      ? Math.min(6, Math.max(0, Math.ceil(Math.log10(magnitude / spacing) - 1e-9))) : 1;
-    return (v) => (v === 0 ? "0" : v.toExponential(digits));
-  }
-  const decimals = Number.isFinite(spacing) && spacing > 0
-    ? Math.min(8, Math.max(0, -Math.floor(Math.log10(spacing) + 1e-9))) : 2;
-  return (v) => {
-    const text = v.toFixed(decimals);
-    return /^-0(\.0*)?$/.test(text) ? text.slice(1) : text;
-  };
-}
-
-/** One number for a tooltip or a legend: 3 significant digits, exponents where they read better. */
-export function formatValue(/** @type {number} */ v) {
-  if (!Number.isFinite(v)) return "–";
-  const a = Math.abs(v);
-  if (a !== 0 && (a < 1e-3 || a >= 1e4)) return v.toExponential(2);
-  return Number(v.toPrecision(3)).toString();
 }
 
 /**

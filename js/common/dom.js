@@ -41,9 +41,3 @@ export function makeTooltip(root) {
     },
   };
 }
-
-export function formatCount(n) {
-  if (n >= 1e6) return `${(n / 1e6).toFixed(n >= 1e7 ? 0 : 1)}M`;
-  if (n >= 1e3) return `${(n / 1e3).toFixed(n >= 1e4 ? 0 : 1)}k`;
-  return String(n);
-}

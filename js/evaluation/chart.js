@@ -1,25 +1,10 @@
 // Small SVG chart pieces shared by the evaluation and runs panels: a frame with linear axes,
 // polylines from typed arrays, and a horizontal drag on a chart (threshold lines, step brushes).
 import { svg } from "../common/dom.js";
+import { niceTicks } from "../common/axes.js";
+import { tickFormat } from "../common/format.js";
 
 export const MARGIN = { left: 38, right: 8, top: 6, bottom: 28 };
-
-export function formatNumber(v) {
-  if (!Number.isFinite(v)) return "–";
-  const a = Math.abs(v);
-  if (a !== 0 && (a < 1e-3 || a >= 1e5)) return v.toExponential(2);
-  return String(Number(v.toPrecision(4)));
-}
-
-function ticks(lo, hi, count = 5) {
-  const span = hi - lo || 1;
-  const step = Math.pow(10, Math.floor(Math.log10(span / count)));
-  const err = (count * step) / span;
-  const nice = step * (err <= 0.15 ? 10 : err <= 0.35 ? 5 : err <= 0.75 ? 2 : 1);
-  const out = [];
-  for (let t = Math.ceil(lo / nice) * nice; t <= hi + nice * 1e-9; t += nice) out.push(Number(t.toPrecision(12)));
-  return out;
-}
 
 /** An SVG of width x height with axes over [x0, x1] x [y0, y1]; returns {root, x(v), y(v), invertX(px), plot}. */
 export function frame(width, height, [x0, x1], [y0, y1], xLabel = "", yLabel = "") {
@@ -29,14 +14,16 @@ export function frame(width, height, [x0, x1], [y0, y1], xLabel = "", yLabel = "
   const x = (v) => L + (v - x0) * sx;
   const y = (v) => B - (v - y0) * sy;
   root.appendChild(svg("rect", { x: L, y: T, width: R - L, height: B - T, fill: "none", class: "av-axis" }));
-  for (const t of ticks(x0, x1)) {
+  const xTicks = niceTicks(x0, x1, 5), xLabelOf = tickFormat(xTicks);
+  for (const t of xTicks) {
     const tx = svg("text", { x: x(t), y: B + 11, "text-anchor": "middle" });
-    tx.textContent = formatNumber(t);
+    tx.textContent = xLabelOf(t);
     root.appendChild(tx);
   }
-  for (const t of ticks(y0, y1, 4)) {
+  const yTicks = niceTicks(y0, y1, 4), yLabelOf = tickFormat(yTicks);
+  for (const t of yTicks) {
     const ty = svg("text", { x: L - 3, y: y(t) + 3, "text-anchor": "end" });
-    ty.textContent = formatNumber(t);
+    ty.textContent = yLabelOf(t);
     root.appendChild(ty);
   }
   if (xLabel) {

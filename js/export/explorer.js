@@ -3,6 +3,8 @@
 // over the embedded data. The views themselves are unchanged; this answers the traits they write
 // (a layer, a neuron, a lasso, a hover, a pin, a subset) with the traits the kernel would send back.
 import { decodeArray } from "../common/arrays.js";
+import { formatInteger, formatNumber } from "../common/format.js";
+import { clauseEvents, clausesFor } from "../common/selection.js";
 import { continuousColouring, rowStatistics, serialised, sortNeurons, uniqueSorted, widenHalf } from "./stats.js";
 
 const BRUSH = "selection", HOVER = "hover", SUBSET = "subset:", INSTANCE = "instance:";
@@ -12,6 +14,7 @@ const KERNEL_NOTE = "Explaining a pinned instance needs Python: the saved page s
  * @param {import("./runtime.js").StaticManager} manager
  * @param {any} node the layout node {views, selection, data}
  * @param {DataView[]} buffers
+ * @returns {{ reload: (method: string) => void } | undefined} what a checkpoint move calls
  */
 export function coordinateExplorer(manager, node, buffers) {
   const data = node.data;
@@ -58,7 +61,7 @@ export function coordinateExplorer(manager, node, buffers) {
   function rowMeta(/** @type {string} */ key, /** @type {number} */ size) {
     const mine = custom.get(key);
     if (mine) {
-      const description = `${size.toLocaleString("en-US")} chosen instance${size !== 1 ? "s" : ""}`;
+      const description = `${formatInteger(size)} chosen instance${size !== 1 ? "s" : ""}`;
       return { key, label: mine.label, kind: "indices", size, description };
     }
     if (key.startsWith(SUBSET)) {
@@ -159,7 +162,7 @@ export function coordinateExplorer(manager, node, buffers) {
       const layer = layers.get(projection.get("layer"));
       const neuron = projection.get("neuron");
       const value = activations(layer)[index * layer.neurons + neuron];
-      fields.splice(Math.min(4, fields.length), 0, [`neuron ${neuron}`, value.toPrecision(4)]);
+      fields.splice(Math.min(4, fields.length), 0, [`neuron ${neuron}`, formatNumber(value)]);
     }
     projection.set("hover_details", { index, fields });
   }
@@ -259,23 +262,22 @@ export function coordinateExplorer(manager, node, buffers) {
     if (every || mark === "brush") projection.set("selected_indices", null);
   }
 
-  /** The finished layout of the layer shown, whatever the notebook's job had reached when it was saved. */
-  function showLayout() {
+  /** The finished layout of the layer shown, whatever the notebook's job had reached when it was saved
+   * (or a checkpoint's aligned layout, named by `method`). */
+  function showLayout(method = projection.get("method")) {
     const layer = layers.get(projection.get("layer"));
     if (!layer) return;
     const positions = float32(layer.positions);
     projection.setMany({ positions: serialised(positions, [positions.length / 2, 2]), n_neurons: layer.neurons,
-      shown_method: projection.get("method"), status: "done", stage: "", progress: 1, error: "" });
+      shown_method: method, status: "done", stage: "", progress: 1, error: "" });
   }
 
-  // ---------------------------------------------------------------- the links (explorer.py's _wire)
-  function clause(/** @type {string} */ name, /** @type {string} */ source) {
-    if (sel.get(`${name}_source`) === source) return null;
-    const raw = decodeArray(sel.get(name));
-    return raw ? raw.data : null;
-  }
+  // ---------------------------------------------------------------- the links (explorer.py's LINKS)
+  // the kernel's side of each view's clauses (Selection.clause in Python): one resolver, js/common/selection.js
+  const asMatrix = clausesFor(sel, "matrix"), asInstances = clausesFor(sel, "instances");
+  const asProjection = clausesFor(sel, "projection");
   function refreshBrushRow() {
-    const brushed = clause("brush", "matrix");
+    const brushed = asMatrix.clause("brush");
     if (!brushed || !brushed.length) { removeRow(BRUSH); return; }
     setCustomRow(BRUSH, `selection (${uniqueSorted(brushed).length})`, brushed);
   }
@@ -296,11 +298,6 @@ export function coordinateExplorer(manager, node, buffers) {
     const layer = layers.get(projection.get("layer"));
     if (!layer) return;
     showLayout();
-  // the legend's chips and Reset ask Python (Selection.clear, Explorer.reset); here the page answers
-  sel.send = (/** @type {any} */ content) => {
-    if (!content || content.action !== "reset") { manager.needsKernel(sel, content); return; }
-    reset(content.mark ?? null);
-  };
     if (projection.get("neuron") >= layer.neurons) projection.set("neuron", 0);
     if (projection.get("color_by") === "neuron") recolour();
     setLayer(layer.name);
@@ -349,8 +346,7 @@ export function coordinateExplorer(manager, node, buffers) {
       const pinned = sel.get("pinned") || [];
       if (!pinned.includes(indices[0])) sel.set("pinned", [...pinned, indices[0]]);
     } else {
-      sel.setMany({ brush: indices.length ? serialised(Int32Array.from(indices), [indices.length]) : null,
-        brush_source: "projection" });
+      sel.setMany(asProjection.write("brush", indices.length ? indices : null));
     }
   });
   instances.on("change:pinned", () => sel.set("pinned", [...(instances.get("pinned") || [])]));
@@ -363,8 +359,8 @@ export function coordinateExplorer(manager, node, buffers) {
     matrix.set("row_keys", keys);
     if (why && pinned.length) manager.toast(KERNEL_NOTE);
   });
-  sel.on("change:brush change:brush_source", () => {
-    instanceSample(clause("brush", "instances"));
+  sel.on(clauseEvents("brush"), () => {
+    instanceSample(asInstances.clause("brush"));
     refreshBrushRow();
   });
   if (subsetPanel) {
@@ -380,4 +376,17 @@ export function coordinateExplorer(manager, node, buffers) {
       subsetPanel.set("active", key.slice(SUBSET.length));
     }
   });
+  return {
+    /** The embedded data moved to another checkpoint: redraw what reads it, as the kernel's set_store does. */
+    reload(/** @type {string} */ method) {
+      widened.clear();
+      const name = subsetPanel ? subsetPanel.get("active") : "", indices = name ? subsetIndices(name) : null;
+      if (indices) sel.set("subset_indices", serialised(indices, [indices.length]));
+      refreshMatrix();
+      showLayout(method);
+      recolour();
+      if (sel.get("neuron") >= 0) sel.emit("change:neuron", sel.get("neuron"));
+      instanceSample(asInstances.clause("brush"));
+    },
+  };
 }

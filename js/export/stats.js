@@ -2,6 +2,7 @@
 // What the kernel computes for an Explorer, computed in the page from the embedded data, the same way:
 // a matrix row's statistics over any instances (activis/subsets/aggregation.py), the neuron order of a
 // sorted row (activis/subsets/ordering.py) and a neuron's colouring (activis/widgets/projection_view.py).
+import { formatNumber } from "../common/format.js";
 
 export const STATS = ["mean", "active", "std"];
 const MISSING_CODE = 255;
@@ -108,7 +109,7 @@ export function continuousColouring(column, title, ramps) {
   }
   legend.domain = [lo, hi];
   legend.scale = diverging ? "diverging" : "sequential";
-  if (lo > vmin || hi < vmax) legend.note = `(clipped; full range ${vmin.toPrecision(4)} to ${vmax.toPrecision(4)})`;
+  if (lo > vmin || hi < vmax) legend.note = `(clipped; full range ${formatNumber(vmin)} to ${formatNumber(vmax)})`;
   return { codes, palette: diverging ? ramps.diverging : ramps.sequential, legend };
 }
 

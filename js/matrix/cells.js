@@ -3,6 +3,7 @@
 // palette's ramps), one RGBA pixel per cell in display order, the neuron order of a sort, and the
 // text of a cell's tooltip. No DOM here: the view owns the canvases.
 import { cssRGBA } from "../common/colours.js";
+import { formatInteger, formatNumber } from "../common/format.js";
 
 /**
  * @typedef {import("../common/arrays.js").Typed} Typed
@@ -31,15 +32,6 @@ function makeLut(stops) {
     lut[i * 4 + 3] = 255;
   }
   return lut;
-}
-
-export function formatValue(v) {
-  if (v !== v) return "–";
-  const a = Math.abs(v);
-  if (a !== 0 && (a < 1e-3 || a >= 1e5)) return v.toExponential(2);
-  if (a >= 100) return v.toFixed(0);
-  const text = v.toPrecision(3);
-  return text.includes(".") && !text.includes("e") ? text.replace(/0+$/, "").replace(/\.$/, "") : text;
 }
 
 /** Neuron order by one row's values: largest first, NaN last, ties by index (as activis.subsets.sort_neurons).
@@ -128,14 +120,15 @@ export function cellLines(cell, { rows, raw, shown, N, stat, ref, kind }) {
     if (u === u) { valid++; if (u > v) rank++; }
   }
   const lines = [
-    row.kind === "instance" ? row.label : `${row.label} · ${Number(row.size).toLocaleString()} instances`,
+    row.kind === "instance" ? row.label : `${row.label} · ${formatInteger(Number(row.size))} instances`,
     `${kind} ${cell.neuron} (column ${cell.col + 1} of ${N})`,
   ];
   if (v !== v) lines.push(`${STAT_TITLE[stat]}: – (empty subset)`);
   else if (ref >= 0) {
     const a = raw[cell.row * N + cell.neuron], b = raw[ref * N + cell.neuron];
-    lines.push(`${STAT_TITLE[stat]}: ${formatValue(a)} − ${formatValue(b)} (${rows[ref].label}) = ${formatValue(v)}`);
-  } else lines.push(`${STAT_TITLE[stat]}: ${formatValue(v)}`);
+    const [fa, fb, fv] = [a, b, v].map(formatNumber);
+    lines.push(`${STAT_TITLE[stat]}: ${fa} − ${fb} (${rows[ref].label}) = ${fv}`);
+  } else lines.push(`${STAT_TITLE[stat]}: ${formatNumber(v)}`);
   if (v === v) lines.push(`rank ${rank} of ${valid} in this row`);
   return lines;
 }

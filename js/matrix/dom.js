@@ -2,6 +2,7 @@
 // The matrix's stylesheet and elements: a toolbar, a frame (corner, neuron header, row labels, the
 // scrolled cells) and a footer with the legend. The view wires them; nothing here listens.
 import { h } from "../common/dom.js";
+import { formatInteger } from "../common/format.js";
 import { HEADER_H } from "./paint.js";
 
 // the row labels take what they need of a narrow view and no more of a wide one: a fixed 220 px left
@@ -116,7 +117,7 @@ export function rowLabel(row, rowH, font) {
   const text = h("span", { className: "av-text" });
   text.textContent = row.label; // from data: text, never markup
   const size = h("span", { className: "av-size" });
-  size.textContent = row.kind === "instance" ? "" : `n=${Number(row.size).toLocaleString()}`;
+  size.textContent = row.kind === "instance" ? "" : `n=${formatInteger(Number(row.size))}`;
   const sortBtn = h("button", { text: "↓", title: "Sort neurons by this row", className: "av-sort" });
   const diffBtn = h("button", { text: "Δ", title: "Show every row minus this row", className: "av-diff" });
   const removeBtn = h("button", { text: "×", title: "Remove this row", className: "av-remove" });

@@ -2,7 +2,8 @@
 // The projection's controls around the map: its stylesheet, the toolbar and frame elements, the
 // legend (categories to click, or a colour ramp), the toolbar kept in step with the model, and the
 // status line. Text from data goes in as text only.
-import { h, formatCount } from "../common/dom.js";
+import { h } from "../common/dom.js";
+import { formatCount, formatInteger, formatNumber } from "../common/format.js";
 
 /** @typedef {import("../common/view.js").AnyModel} AnyModel */
 
@@ -83,12 +84,6 @@ export function projectionDom() {
 
 /** @typedef {ReturnType<typeof projectionDom>} ProjectionDom */
 
-function formatValue(v) {
-  if (!Number.isFinite(v)) return String(v);
-  const a = Math.abs(v);
-  return a !== 0 && (a < 1e-3 || a >= 1e5) ? v.toExponential(2) : String(Number(v.toPrecision(4)));
-}
-
 /**
  * The legend of `spec` (Python's): a click on a category calls onPick(code, additive).
  * @param {HTMLElement} legend @param {any} spec @param {string[]} paletteCss
@@ -116,7 +111,7 @@ export function renderLegend(legend, spec, paletteCss, onPick) {
       g.fillRect(x, 0, 1, 10);
     }
     const [lo, hi] = spec.domain || [0, 1];
-    legend.append(h("span", { text: formatValue(lo) }), bar, h("span", { text: formatValue(hi) }));
+    legend.append(h("span", { text: formatNumber(lo) }), bar, h("span", { text: formatNumber(hi) }));
     if (spec.note) legend.appendChild(h("span", { text: spec.note }));
     if (spec.missing) {
       const swatch = h("span", { className: "swatch", style: { background: paletteCss[255] || "#888" } });
@@ -162,8 +157,8 @@ export function statusText(model, n, selectedCount) {
   const method = model.get("method");
   const shown = model.get("shown_method");
   const running = status === "running" || status === "pending";
-  const parts = [`${n.toLocaleString()} points`];
-  if (selectedCount) parts.push(`${selectedCount.toLocaleString()} selected`);
+  const parts = [`${formatInteger(n)} points`];
+  if (selectedCount) parts.push(`${formatInteger(selectedCount)} selected`);
   if (running) {
     const stage = model.get("stage") || "starting";
     parts.push(`${METHOD_LABELS[method] || method}: ${stage} ${Math.round(progress * 100)}%`);
