@@ -479,7 +479,8 @@ def sample_instances(store, max_instances: int = 1000, *, seed: int = 0, include
         kept_wrong = _stratified(candidates[wrong], labels[wrong], min(int(wrong.sum()), max_instances // 2), rng)
         kept_right = _stratified(candidates[~wrong], labels[~wrong], max_instances - len(kept_wrong), rng)
         candidates = np.concatenate([kept_wrong, kept_right])
-    return np.union1d(candidates, include).astype(np.int64)
+    # candidates are sorted and unique unless sampled above; a union with no pins would sort a brush again
+    return np.union1d(candidates, include).astype(np.int64) if include.size else np.sort(candidates).astype(np.int64)
 
 
 def _stratified(indices: np.ndarray, groups: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarray:

@@ -33,7 +33,28 @@ acts = np.maximum(centres[labels] + rng.normal(size=(n, 64)), 0).astype(np.float
 outputs = (np.eye(k)[labels] * 4 + rng.normal(size=(n, k))).astype(np.float32)
 store = write_store(tempfile.mkdtemp() + "/bench", {{"hidden": acts}}, labels=labels, outputs=outputs,
                     class_names=[f"class {{i}}" for i in range(k)])
+import time
+from activis.widgets.projection_view import ProjectionView
+kernel = []  # per lasso message: the kernel's whole handling, then its parts (ms)
+_handle = ProjectionView._handle_msg
+def _timed_handle(self, msg):
+    t0 = time.perf_counter()
+    _handle(self, msg)
+    if "selected_indices" in msg["content"]["data"].get("state", {{}}):
+        kernel.append({{"message": (time.perf_counter() - t0) * 1000, **parts}})
+ProjectionView._handle_msg = _timed_handle
+parts = {{}}
+def timed(name, call):
+    def run(*args, **kwargs):
+        t0 = time.perf_counter()
+        try:
+            return call(*args, **kwargs)
+        finally:
+            parts[name] = (time.perf_counter() - t0) * 1000
+    return run
 ex = Explorer(store, method="pca", max_instances=1000)
+ex.instances.filter = timed("instance panel", ex.instances.filter)
+ex.matrix.add_rows_from_indices = timed("matrix row", ex.matrix.add_rows_from_indices)
 ex
 """
 ECHO = """
@@ -46,12 +67,30 @@ echo = Echo()
 echo.observe(lambda c: setattr(echo, "pong", c["new"]), "ping")
 echo
 """
-CHECK = 'print("RESULT " + json.dumps({"brushed": 0 if ex.selection.brush is None else len(ex.selection.brush)}))'
+CHECK = ('print("RESULT " + json.dumps({"brushed": 0 if ex.selection.brush is None else len(ex.selection.brush), '
+         '"kernel": kernel[-1] if kernel else None}))')
 
 WATCH = """([canvas, matrix, panel]) => {
-  const m = { };
+  const m = { received: [] };
   window.__cf = m;
   window.addEventListener('pointerup', () => { m.t0 = performance.now(); }, { capture: true, once: true });
+  // when the lasso's message left the page, and when the kernel's messages came in (the socket's own events)
+  if (!window.__sendPatched) {
+    window.__sendPatched = true;
+    const send = WebSocket.prototype.send;
+    WebSocket.prototype.send = function (data) {
+      const cf = window.__cf;
+      if (cf && cf.t0 !== undefined && cf.sent === undefined) cf.sent = performance.now() - cf.t0;
+      if (!this.__watched) {
+        this.__watched = true;
+        this.addEventListener('message', () => {
+          const c = window.__cf;
+          if (c && c.sent !== undefined && c.matrix === undefined) c.received.push(performance.now() - c.t0);
+        });
+      }
+      return send.call(this, data);
+    };
+  }
   const watch = (el, key) => new MutationObserver(() => {
     if (m.t0 !== undefined && m[key] === undefined) m[key] = performance.now() - m.t0;
   }).observe(el, { attributes: true, attributeFilter: ['data-rendered'] });
@@ -102,8 +141,8 @@ def main():
         run_cell(panel, 1).locator(".echo").wait_for(state="attached")
         trips = [page.evaluate(ROUND_TRIP) for _ in range(15)]
         proj.locator("button[data-mode='lasso']").click()
-        updates, brushed = [], []
-        for radius in (0.10, 0.15, 0.20, 0.25, 0.30):
+        updates, brushed, kernels, views = [], [], [], []
+        for radius in (0.10, 0.15, 0.20, 0.25, 0.30) * 2:
             handles = [proj.locator("canvas.av-proj-points").element_handle(), matrix.element_handle(),
                        inst.element_handle()]
             page.evaluate(WATCH, handles)
@@ -111,12 +150,23 @@ def main():
             page.wait_for_function("() => window.__cf.matrix !== undefined && window.__cf.panel !== undefined")
             t = page.evaluate("() => window.__cf")
             updates.append(max(t["matrix"], t["panel"]))
-            brushed.append(read_result(run_cell(panel, 2))["brushed"])
+            views.append({"matrix": round(t["matrix"], 1), "panel": round(t["panel"], 1), "sent": t.get("sent"),
+                          "last_in": max(t["received"], default=None)})
+            result = read_result(run_cell(panel, 2))
+            brushed.append(result["brushed"])
+            kernels.append(result["kernel"])
             page.wait_for_timeout(300)
     trip = statistics.median(trips)
     update = statistics.median(updates)
     print(json.dumps({"instances": N, "brushed": brushed, "update_ms": [round(u, 1) for u in updates],
                       "round_trip_ms": round(trip, 1)}))
+    print("where the time goes, per lasso (ms from the mouse release; the kernel's share of it):")
+    for n, view, k in zip(brushed, views, kernels):
+        inside = ", ".join(f"{name} {ms:.1f}" for name, ms in k.items() if name != "message") if k else "?"
+        sent, last_in = (view[x] if view[x] is not None else float("nan") for x in ("sent", "last_in"))
+        print(f"  {n:6,} points: lasso sent {sent:6.1f}, last kernel message in {last_in:6.1f}, "
+              f"matrix drawn {view['matrix']:6.1f}, instance panel drawn {view['panel']:6.1f}; "
+              f"kernel {k['message'] if k else float('nan'):6.1f} ({inside})")
     print(f"cross-filter update on {N:,} instances (lasso -> matrix row and instance panel drawn): "
           f"median {update:.1f} ms (target <= 100 ms)")
     print(f"bare kernel round trip in the same page: median {trip:.1f} ms; update / round trip = {update / trip:.2f}x")

@@ -6,10 +6,15 @@ meets it, each step is timed and printed as a ratio against one plain chunked pa
 (a float32 sum of every row, measured in the same run):
 - open_store;
 - ``Explorer(store)``: the kernel's share of the first frame (every view built, its first data
-  sent; the evaluation panel's curves and intervals and the projection are left to threads);
-- the evaluation panel's background work, until its curves and tables are there;
+  sent; the matrix's class rows, the evaluation panel and the projection are left to threads or
+  to the kernel's loop after the cell returned -- here the loop's callbacks are collected and run
+  after the constructor, as a kernel would);
+- the matrix's class rows (drawn empty with "computing … %" until then), in their thread;
+- the evaluation panel, built after the first frame, and its curves and tables, in their thread;
 - the projection's PCA over every instance, in its thread;
-- a brush of 10,000 instances (matrix row and instance panel), and the same brush grown by 100.
+- a subset row added while nothing else runs (one pass, in the background too);
+- a brush of 10,000 instances (matrix row and instance panel; then the evaluation panel's
+  comparison, which a kernel runs after them), and the same brush grown by 100.
 Peak memory is the process's maximum resident size (memory-map pages included). Run:
 
     .venv/bin/python benchmarks/bench_million.py [--instances 1000000] [--neurons 256]
@@ -31,6 +36,9 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from bench_aggregation import make_store, plain_pass  # noqa: E402
 
 from activis.store import open_store  # noqa: E402
+from activis.widgets import _base as base_module  # noqa: E402
+from activis.widgets import evaluation_panel as evaluation_module  # noqa: E402
+from activis.widgets import matrix_deferred as deferred_module  # noqa: E402
 from activis.widgets.explorer import Explorer  # noqa: E402
 from activis.widgets.selection import PROJECTION  # noqa: E402
 
@@ -42,6 +50,21 @@ def wait_for(condition, timeout: float = 600.0, step: float = 0.02) -> float:
             raise TimeoutError("the background step did not finish")
         time.sleep(step)
     return time.perf_counter() - t0
+
+
+class KernelLoop:
+    """What a kernel's event loop does with callbacks: runs them later, in order."""
+
+    def __init__(self):
+        self.callbacks = []
+
+    def add_callback(self, callback, *args):
+        self.callbacks.append((callback, args))
+
+    def run(self):
+        while self.callbacks:
+            callback, args = self.callbacks.pop(0)
+            callback(*args)
 
 
 def main():
@@ -65,26 +88,46 @@ def main():
         plain_pass(layer, chunk_rows)
         base = time.perf_counter() - t0
 
-        t0 = time.perf_counter()
+        # what a kernel's loop runs once the cell has returned (the evaluation panel is built, the matrix's rows
+        # start), and where threads hand their results to the kernel: run here after the constructor, as a kernel would
+        loop = KernelLoop()
+        for module in (base_module, deferred_module, evaluation_module):
+            module.kernel_loop = lambda: loop
+        t0, cpu0 = time.perf_counter(), time.thread_time()
         explorer = Explorer(store, method="pca")
         first = time.perf_counter()
         steps["Explorer(store): first frame, kernel side"] = first - t0
+        first_cpu = time.thread_time() - cpu0
+        shown_first = explorer.matrix.progress
+        loop.run()
+        steps["  then: the evaluation panel built (kernel's loop), since the first frame"] = time.perf_counter() - first
+        explorer.matrix.deferred.wait(600)
+        steps["  then: the matrix's class rows (thread), since the first frame"] = time.perf_counter() - first
         panel = explorer.evaluation
-        wait_for(lambda: panel._ready)
+        wait_for(lambda: loop.run() or panel._ready)
         steps["  then: evaluation panel's curves and intervals (thread), since the first frame"] = \
             time.perf_counter() - first
         explorer.projection.job.wait(600)
         steps["  then: PCA of every instance (thread), since the first frame"] = time.perf_counter() - first
+        t0 = time.perf_counter()
+        explorer.matrix.add_subset("group 3", "group == 3")
+        steps["a subset row added: kernel side (its row computed in the background)"] = time.perf_counter() - t0
+        loop.run()
+        explorer.matrix.deferred.wait(600)
+        steps["  then: its row (thread)"] = time.perf_counter() - t0
         rng = np.random.default_rng(0)
         brush = np.sort(rng.choice(args.instances, 10_000, replace=False))
-        t0 = time.perf_counter()
-        explorer.selection.set_brush(brush, PROJECTION)
-        steps["brush of 10,000 (matrix row, instance panel, evaluation panel)"] = time.perf_counter() - t0
         grown = np.union1d(brush, rng.choice(args.instances, 100, replace=False))
-        t0 = time.perf_counter()
-        explorer.selection.set_brush(grown, PROJECTION)
-        steps["the same brush grown by 100"] = time.perf_counter() - t0
+        loop.run()
+        for what, indices in (("brush of 10,000", brush), ("the same brush grown by 100", grown)):
+            t0 = time.perf_counter()
+            explorer.selection.set_brush(indices, PROJECTION)
+            steps[f"{what}: matrix row and instance panel"] = time.perf_counter() - t0
+            loop.run()
+            steps[f"  then: the evaluation panel's comparison (kernel's loop), {what}"] = time.perf_counter() - t0
 
+        print(f"the matrix at its first frame: {shown_first!r}; the first frame's own CPU time (this thread): "
+              f"{first_cpu * 1000:.0f} ms")
         print(f"one plain pass over the layer ({layer.nbytes / 1e6:.0f} MB): {base * 1000:.0f} ms")
         for name, seconds in steps.items():
             print(f"  {name:66s} {seconds * 1000:8.0f} ms  = {seconds / base:6.2f} plain passes")

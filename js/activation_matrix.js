@@ -19,8 +19,9 @@ import { CSS, matrixDom, rowLabel } from "./matrix/dom.js";
  *   threshold: number, row_keys: string[], rows: Row[], values: Serialised | null, available_subsets: string[],
  *   order_mode: "index" | "sort" | "cluster", sort_by_row: string, difference_to: string,
  *   neuron_order: Serialised | null, selected_neuron: number, selected_row: string, hovered_neuron: number,
- *   hovered_row: string, status: string, row_members: Serialised | null, row_offsets: Serialised | null,
- *   height: number }} MatrixModel
+ *   hovered_row: string, status: string, progress: string, row_members: Serialised | null,
+ *   row_offsets: Serialised | null, member_keys: string[], index_members: Serialised | null,
+ *   index_offsets: Serialised | null, index_keys: string[], height: number }} MatrixModel
  */
 
 const MIN_ROW_H = 4;
@@ -28,7 +29,8 @@ const MAX_ROW_H = 22;
 const MAX_CELL_W = 40;
 
 export default defineView({
-  name: "matrix", css: CSS, source: "matrix", arrays: ["values", "neuron_order", "row_members", "row_offsets"], setup,
+  name: "matrix", css: CSS, source: "matrix", setup,
+  arrays: ["values", "neuron_order", "row_members", "row_offsets", "index_members", "index_offsets"],
 });
 
 /** @param {import("./common/view.js").Kit} kit */
@@ -40,8 +42,8 @@ function setup(kit) {
   // ------------------------------------------------------------------ DOM
   const { layerSelect, statSelect, modeButtons, sortSelect, diffSelect, zoomOut, zoomFit, zoomIn, addSubset,
     addInstanceInput, addInstanceButton, toolbar, corner, header, headerCanvas, labels, labelsInner, scroller, spacer,
-    canvas, frame, legendCanvas, legendLo, legendMid, legendHi, legendTitle, legendEmpty, info, status, footer,
-  } = matrixDom();
+    canvas, frame, legendCanvas, legendLo, legendMid, legendHi, legendTitle, legendEmpty, info, progress, status,
+    footer } = matrixDom();
   el.append(toolbar, frame, footer);
   const tooltip = makeTooltip(el);
   const ctx = canvas.getContext("2d");
@@ -67,7 +69,8 @@ function setup(kit) {
   /** @type {import("./common/selection.js").SharedSelection | null} */
   let shared = null;           // the explorer's Selection, when one is attached
   let sharedHoverRow = -1;     // the row whose instances we last wrote to selection.hover
-  let members = null, offsets = null;
+  /** @type {Map<string, ArrayLike<number>>} a row's instances by its key, for linking in the browser */
+  let members = new Map();
   /** @type {{ layer: string, neurons: number[] }} neurons a linked view points at (selection.highlight_neurons) */
   let highlight = { layer: "", neurons: [] };
 
@@ -249,7 +252,8 @@ function setup(kit) {
     legendLo.textContent = formatNumber(scale.lo);
     legendHi.textContent = formatNumber(scale.hi);
     legendMid.textContent = scale.kind === "diverging" ? "(0 at the centre)" : "";
-    legendEmpty.textContent = scale.hasNan ? "grey: empty subset" : "";
+    const grey = model.get("progress") ? "grey: not computed yet" : "grey: empty subset";
+    legendEmpty.textContent = scale.hasNan ? grey : "";
     el.dataset.scale = scale.kind;
     el.dataset.comparedTo = model.get("compared_to") || "";
   }
@@ -379,8 +383,7 @@ function setup(kit) {
 
   // ------------------------------------------------------------------ shared selection (explorer)
   function rowMembers(r) {
-    if (!members || !offsets || r < 0 || r + 1 >= offsets.length) return null;
-    return members.subarray(offsets[r], offsets[r + 1]);
+    return (r >= 0 && r < rows.length && members.get(rows[r].key)) || null;
   }
 
   /** Light up the hovered row's instances in the other views, once per row, not per mouse move. */
@@ -429,10 +432,19 @@ function setup(kit) {
     }
   }
 
+  /** The rows' instances: the subset and instance rows in row_members, the index rows (a brush) in index_members,
+   * each part for the keys it names (a page without member_keys gives every row, in row_keys' order). */
   function decodeMembers() {
-    const m = kit.array("row_members"), o = kit.array("row_offsets");
-    members = m ? m.data : null;
-    offsets = o ? o.data : null;
+    members = new Map();
+    for (const [part, keysName] of [["row", "member_keys"], ["index", "index_keys"]]) {
+      const m = kit.array(`${part}_members`), o = kit.array(`${part}_offsets`);
+      if (!m || !o) continue;
+      const keys = model.get(keysName);
+      const named = keys && keys.length ? keys : part === "row" ? model.get("row_keys") : [];
+      named.forEach((/** @type {string} */ key, /** @type {number} */ r) => {
+        if (r + 1 < o.data.length) members.set(key, m.data.subarray(o.data[r], o.data[r + 1]));
+      });
+    }
   }
 
   function tooltipLines(cell) {
@@ -578,7 +590,14 @@ function setup(kit) {
   kit.on("selected_neuron selected_row", onSelection);
   kit.on("height", fullDraw);
   kit.on("status available_subsets layers", onSelects);
-  kit.on("row_members", () => { decodeMembers(); sharedHoverRow = -1; });
+  // rows computed in the background (a large layer): "computing … %" until their values arrive
+  const onProgress = () => {
+    progress.textContent = model.get("progress") || "";
+    el.dataset.progress = model.get("progress") || "";
+  };
+  kit.on("progress", onProgress);
+  onProgress();
+  kit.on("row_members index_members member_keys index_keys", () => { decodeMembers(); sharedHoverRow = -1; });
   // theme switches change the CSS variables the colours come from
   kit.onTheme(() => { computeScale(); buildImage(); blit(); drawLegend(); });
   kit.on("colours", () => { computeScale(); buildImage(); blit(); drawLegend(); });

@@ -60,15 +60,17 @@ def test_matrix_brush_row_grows_incrementally(store):
     matrix.shared_selection = Selection(layer="l")
     activations = store.activations("l")
     first = np.arange(0, 4000, 3)
+    class_rows_sent = matrix.row_members
     matrix.add_rows_from_indices("brush", "selection", first)
     class_members = {row: members for row, members in matrix._members_of.items() if row[0] != "brush"}
     grown = np.union1d(first, [1, 2, 4])
     matrix.add_rows_from_indices("brush", "selection", grown[::-1])  # any order: the set is what counts
     row = matrix.row_keys.index("brush")
-    offsets = np.asarray(matrix.row_offsets)
-    np.testing.assert_array_equal(np.asarray(matrix.row_members)[offsets[row]:offsets[row + 1]], grown)
+    assert matrix.index_keys == ["brush"] and matrix.member_keys == matrix.row_keys[:row]
+    np.testing.assert_array_equal(matrix.index_members, grown)  # the brush's members travel alone
+    assert matrix.row_members is class_rows_sent  # the class rows' members are not sent again
     for key, members in class_members.items():
-        assert matrix._members_of[key] is members  # the class rows' members were not looked up again
+        assert matrix._members_of[key] is members  # nor looked up again
     assert_stats({s: matrix.aggregate[s][row] for s in STATS}, expected(activations, grown))
     assert matrix.rows[row]["size"] == len(grown) and matrix.rows[row]["description"].startswith(f"{len(grown):,}")
     assert matrix._running["brush"][1].rows_read == len(grown)  # the second update read three rows
@@ -77,6 +79,7 @@ def test_matrix_brush_row_grows_incrementally(store):
     assert_stats({s: matrix.aggregate[s][row] for s in STATS}, expected(activations, grown, 1.0))
     matrix.remove_row("brush")
     assert "brush" not in matrix._running
+    assert matrix.index_members is None and matrix.index_keys == [] and matrix.row_members is class_rows_sent
 
 
 def test_evaluation_panel_compares_after_the_message_in_a_kernel(store, monkeypatch):

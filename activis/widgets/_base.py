@@ -173,3 +173,13 @@ def kernel_loop():
     shell = get_ipython()
     kernel = getattr(shell, "kernel", None)
     return getattr(kernel, "io_loop", None)
+
+
+def after_first_frame(callback) -> None:
+    """Run ``callback`` once the cell that builds a view has returned (its first frame sent), in a kernel;
+    at once elsewhere (a script or a test has no frame to wait for)."""
+    loop = kernel_loop()
+    if loop is None:
+        callback()
+    else:
+        loop.add_callback(callback)

@@ -23,6 +23,7 @@ from ..subsets import (
 from ._arrays import array_serialization
 from ._base import Choice, View, bundle
 from .errors import ViewError, check_index, check_layer, check_same_instances, check_store, unknown
+from .matrix_deferred import DeferredRows
 from .row_keys import INSTANCE_PREFIX, SUBSET_PREFIX, instance_of, instance_row, is_reserved, subset_of, subset_row
 from .selection import Selection
 
@@ -86,14 +87,23 @@ class ActivationMatrix(View):
 
     status = traitlets.Unicode("").tag(sync=True)  # the last error from a bad request, shown in the view
     compared_to = traitlets.Unicode("").tag(sync=True)  # set_baseline's label: values are differences from it
+    progress = traitlets.Unicode("").tag(sync=True)  # "computing … %" while rows are computed in the background
 
     shared_selection = traitlets.Instance(Selection, allow_none=True).tag(sync=True, **widget_serialization)
-    # the rows' instances for in-browser linking, only while a selection is attached: row r's
+    # the rows' instances for in-browser linking, only while a selection is attached: row member_keys[r]'s
     # instances are row_members[row_offsets[r]:row_offsets[r + 1]]
     row_members = traitlets.Any(None).tag(sync=True, **array_serialization)
     row_offsets = traitlets.Any(None).tag(sync=True, **array_serialization)
+    member_keys = traitlets.List(traitlets.Unicode()).tag(sync=True)  # the rows row_members covers, in order
+    # the same for the rows given by add_rows_from_indices (a brush, a hover), sent apart: they change often
+    index_members = traitlets.Any(None).tag(sync=True, **array_serialization)
+    index_offsets = traitlets.Any(None).tag(sync=True, **array_serialization)
+    index_keys = traitlets.List(traitlets.Unicode()).tag(sync=True)
 
-    def __init__(self, store, layer: str | None = None, *, subsets: Subsets | None = None, rows=None, **kwargs):
+    def __init__(self, store, layer: str | None = None, *, subsets: Subsets | None = None, rows=None,
+                 background: bool = False, **kwargs):
+        """``background=True``: over a large layer (`matrix_deferred.DEFER_VALUES`), subset rows not yet
+        cached are drawn empty at once and filled in when a thread has computed them (``progress``)."""
         self._store = check_store("ActivationMatrix", store)
         if subsets is not None and not isinstance(subsets, Subsets):
             raise ViewError(f"subsets= is a Subsets of this store (activis.Subsets(store)), not "
@@ -104,6 +114,7 @@ class ActivationMatrix(View):
         self._running: dict[str, tuple[tuple, RunningAggregate]] = {}  # their sums, kept between updates
         self._aggregate = None
         self._baseline = None  # set_baseline's store: rows are shown minus their instances there
+        self._deferred = DeferredRows(self._subsets, self._set_progress, self._refresh_values) if background else None
         layers = list(store.layers)
         if not layers:
             raise ViewError(f"Store {store.path} holds no layers to show.")
@@ -130,6 +141,8 @@ class ActivationMatrix(View):
         """Stop following the subsets (a closed view must not keep recomputing), then close."""
         if getattr(self, "_subsets", None) is not None:  # also called by __del__ of a half-built view
             self._subsets.unobserve(self._on_subsets_changed)
+        if getattr(self, "_deferred", None) is not None:
+            self._deferred.close()
         super().close()
 
     # ------------------------------------------------------------------ backend objects
@@ -145,6 +158,14 @@ class ActivationMatrix(View):
     def aggregate(self):
         """The `Aggregate` behind the rows shown (all three statistics)."""
         return self._aggregate
+
+    @property
+    def deferred(self) -> DeferredRows | None:
+        """The background computation of large rows (``background=True``); ``deferred.wait()`` waits for it."""
+        return self._deferred
+
+    def _set_progress(self, text: str) -> None:
+        self.progress = text
 
     def set_store(self, store) -> None:
         """Show the same rows over another store of the same instances (a checkpoint: ``store.at(step)``).
@@ -193,6 +214,10 @@ class ActivationMatrix(View):
         else:
             self._append(key)
         return key
+
+    def index_rows(self) -> dict[str, tuple[str, np.ndarray]]:
+        """The rows given by `add_rows_from_indices` (a brush, a hover): key -> (label, sorted indices)."""
+        return {key: (label, indices) for key, (label, indices, _) in self._custom.items()}
 
     def remove_row(self, row) -> None:
         """Remove a row by key (or by subset name / instance index)."""
@@ -300,8 +325,11 @@ class ActivationMatrix(View):
         """All three statistics of these rows: subsets and instances through the (cached) Subsets,
         index rows (a brush) through their running sums, which read only the rows that changed."""
         plain = [k for k in keys if k not in self._custom]
-        aggregate = self._subsets.aggregate(self.layer, [self._row_subset(k) for k in plain], stats=STATS,
-                                            threshold=self.threshold)
+        items = [self._row_subset(k) for k in plain]
+        if self._deferred is not None:
+            aggregate = self._deferred.aggregate(self.layer, items, self.threshold)
+        else:
+            aggregate = self._subsets.aggregate(self.layer, items, stats=STATS, threshold=self.threshold)
         for key in set(self._running) - set(keys):
             del self._running[key]  # a removed row's sums
         if len(plain) == len(keys):
@@ -354,15 +382,29 @@ class ActivationMatrix(View):
         known = self._members_of
         self._members_of = {row: known[row] if row in known else self._row_indices(row[0]).astype(np.int32)
                             for row in row_ids}
-        parts = [self._members_of[row] for row in row_ids]
-        if not parts or sum(map(len, parts)) > MEMBERS_LIMIT:
-            self.row_members = self.row_offsets = None
+        if not row_ids or sum(len(self._members_of[row]) for row in row_ids) > MEMBERS_LIMIT:
+            with self.hold_sync():
+                self.row_members = self.row_offsets = self.index_members = self.index_offsets = None
+                self.member_keys, self.index_keys = [], []
             return
-        offsets = np.zeros(len(parts) + 1, np.int32)
-        offsets[1:] = np.cumsum([len(p) for p in parts])
+        # index rows (a brush) travel apart from the others, so that a brush does not resend every class's members
         with self.hold_sync():
-            self.row_members = np.concatenate(parts)
-            self.row_offsets = offsets
+            self._send_members([r for r in row_ids if r[0] not in self._custom], known, "row")
+            self._send_members([r for r in row_ids if r[0] in self._custom], known, "index")
+
+    def _send_members(self, part: list[tuple], known: dict, prefix: str) -> None:
+        """``<prefix>_members``, ``_offsets`` and ``_keys`` (``member_keys`` for "row") for these rows, unless
+        the browser holds them already."""
+        keys_name = "member_keys" if prefix == "row" else f"{prefix}_keys"
+        keys = [r[0] for r in part]
+        held = getattr(self, f"{prefix}_members") is not None and keys == getattr(self, keys_name)
+        if held and all(self._members_of[r] is known.get(r) for r in part):
+            return
+        offsets = np.zeros(len(part) + 1, np.int32)
+        offsets[1:] = np.cumsum([len(self._members_of[r]) for r in part])
+        setattr(self, f"{prefix}_members", np.concatenate([self._members_of[r] for r in part]) if part else None)
+        setattr(self, f"{prefix}_offsets", offsets if part else None)
+        setattr(self, keys_name, keys)
 
     def _refresh_order(self, change=None) -> None:
         self.neuron_order = self.current_order()

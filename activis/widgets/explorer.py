@@ -18,7 +18,7 @@ from ..graph import UnknownLayerError
 from ..projection import METHODS
 from ..subsets import Subsets
 from . import row_keys
-from ._base import class_count
+from ._base import after_first_frame, class_count
 from .activation_matrix import ActivationMatrix
 from .colours import palette
 from .errors import ViewError, check_layer, check_store
@@ -27,6 +27,7 @@ from .explorer_timeline import ExplorerTimeline
 from .graph_view import GraphView
 from .instance_panel import InstancePanel
 from .links import Coordinator, Link
+from .matrix_stack import MatrixStack
 from .misclassification_view import MisclassificationView
 from .projection_view import ProjectionView
 from .selection import INSTANCES, MATRIX, PROJECTION, Selection, as_indices
@@ -61,6 +62,9 @@ def store_layer_for(store, graph, name: str) -> str:
 class Explorer(widgets.VBox):
     """One dashboard over a store; every view is also reachable alone (``explorer.matrix`` …).
 
+    ``layers=["fc1", "fc2"]`` stacks those layers' matrices under the main one, with its rows
+    (`matrix_stack.MatrixStack`, ``explorer.stack``; "+ layer…" in the page adds one).
+
     Over a store with checkpoints (or with ``run=``, a run record or its folder) it adds a timeline row:
     ``checkpoint`` is the step shown, and `explorer_timeline.ExplorerTimeline` links the rest.
     """
@@ -69,7 +73,7 @@ class Explorer(widgets.VBox):
 
     def __init__(self, store, *, layer: str | None = None, subsets: Subsets | None = None, graph=None,
                  method: str = "umap", max_instances: int = 1000, projection_params: dict | None = None,
-                 run=None):
+                 run=None, layers=()):
         check_store("Explorer", store)
         if not store.layers:
             raise ViewError(f"Store {store.path} holds no layers to explore.")
@@ -88,25 +92,37 @@ class Explorer(widgets.VBox):
             captured = [store.manifest["layers"][name].get("node") or name for name in store.layers]
             self.graph_view = GraphView(self.graph, captured_layers=captured, height=GRAPH_H,
                                         selected_layer=store.manifest["layers"][layer].get("node") or layer)
-        self.matrix = ActivationMatrix(store, layer, subsets=self.subsets, height=MATRIX_H)
+        # over a large layer its class rows come after the first frame (computed in a thread, with progress)
+        self.matrix = ActivationMatrix(store, layer, subsets=self.subsets, height=MATRIX_H, background=True)
         self.projection = ProjectionView(store, layer, method, params=projection_params, height=MAIN_H)
         self.instances = InstancePanel(store, max_instances=max_instances, height=MAIN_H)
         self.subset_panel = SubsetPanel(self.subsets, height=SIDE_H)
         self.slice_suggestions = SliceSuggestions(self.subsets, layer=layer, height=SIDE_H)
         self.why = MisclassificationView(store, layer, height=SIDE_H)
-        # None without labels; its curves and intervals (passes over every instance) come after the first frame
-        self.evaluation = evaluation_panel_for(store, self.selection, height=560, background=True)
+        self.evaluation = None  # built after the first frame (_add_evaluation)
         self.status = widgets.Label("")
         self.colours = palette(class_count(store))
         for view in self.views:
             view.colours = self.colours  # one set of class colours for every view
+        # more layers' matrices under the main one, with its rows (``layers=``, or "+ layer…" in the page)
+        self.stack = MatrixStack(self.matrix, layers)
         self._link()
         self.selection.on_reset(self.reset)
         super().__init__(children=self._layout(), layout=widgets.Layout(width="100%"))
         self.add_class("activis-explorer")
+        after_first_frame(self._add_evaluation)
         self.timeline = None
         if run is not None or len(store.checkpoints) > 1:
             self._add_timeline(run, projection_params)
+
+    def _add_evaluation(self) -> None:
+        """The evaluation panel's tab (None without labels). Its inputs alone take a second at a million
+        instances, so it comes after the first frame; its curves and intervals later still, from a thread."""
+        self.evaluation = evaluation_panel_for(self.store, self.selection, height=560, background=True)
+        if self.evaluation is not None:
+            self.links.add_views(evaluation=self.evaluation)
+            self.side_tabs.children = (*self.side_tabs.children, _boxed(self.evaluation, "100%"))
+            self.side_tabs.set_title(len(self.side_tabs.children) - 1, "Evaluation")
 
     def _add_timeline(self, run, projection_params: dict | None) -> None:
         """The checkpoint row (timeline, data map, CKA, cockpit) and its links, after the other views."""
@@ -149,19 +165,17 @@ class Explorer(widgets.VBox):
         full.observe(lambda c: (self.add_class if c["new"] else self.remove_class)("activis-explorer-full"), "value")
         self.full_window = full
         self.selection.layout = widgets.Layout(flex="1 1 auto", min_width="0")
-        bar = widgets.HBox([self.selection, full, self.status], layout=widgets.Layout(width="100%",
+        bar = widgets.HBox([self.selection, self.stack.control, full, self.status], layout=widgets.Layout(width="100%",
                                                                                     align_items="center"))
         side = [(self.subset_panel, "Subsets"), (self.slice_suggestions, "Slices"),
                 (self.why, "Why misclassified")]
-        if self.evaluation is not None:
-            side.append((self.evaluation, "Evaluation"))
         self.side_tabs = widgets.Tab(children=[_boxed(view, "100%") for view, _ in side],
                                      titles=[title for _, title in side], layout=widgets.Layout(width="100%"))
         self.side_tabs.add_class("activis-explorer-side")
         children = [bar]
         if self.graph_view is not None:
             children.append(_boxed(self.graph_view, "100%"))
-        return [*children, _boxed(self.matrix, "100%"),
+        return [*children, _boxed(self.matrix, "100%"), self.stack,
                 widgets.HBox([_boxed(self.projection, "50%"), _boxed(self.instances, "50%")],
                              layout=widgets.Layout(width="100%")),
                 self.side_tabs]
@@ -238,7 +252,7 @@ class Explorer(widgets.VBox):
         self.links = Coordinator(self.selection, explorer=self, graph_view=self.graph_view, matrix=self.matrix,
                                  projection=self.projection, instances=self.instances,
                                  subset_panel=self.subset_panel, slice_suggestions=self.slice_suggestions,
-                                 why=self.why, evaluation=self.evaluation)
+                                 why=self.why)  # the evaluation panel joins when it is built
         self.links.add(self.LINKS, host=self)
 
     def _on_graph_layer(self, change) -> None:

@@ -97,13 +97,15 @@ export function matrixDom() {
   const legendEmpty = h("span", { className: "av-empty" });
   const info = h("span", { className: "av-info" });
   const status = h("span", { className: "av-status", title: "click to dismiss" });
+  const progress = h("span", { className: "av-progress" });
   const footer = h("div", { className: "av-footer" }, [
     legendTitle, h("span", {}, [legendLo]), legendCanvas, h("span", {}, [legendHi]), legendMid, legendEmpty, info,
-    status,
+    progress, status,
   ]);
   return { layerSelect, statSelect, modeButtons, sortSelect, diffSelect, zoomOut, zoomFit, zoomIn, addSubset,
     addInstanceInput, addInstanceButton, toolbar, corner, header, headerCanvas, labels, labelsInner, scroller, spacer,
-    canvas, frame, legendCanvas, legendLo, legendMid, legendHi, legendTitle, legendEmpty, info, status, footer };
+    canvas, frame, legendCanvas, legendLo, legendMid, legendHi, legendTitle, legendEmpty, info, progress, status,
+    footer };
 }
 
 /**
