@@ -3,16 +3,10 @@
 
 import os
 
-from fuzz_v2_common import case, copy_run, explorer, logits, np, open_copy, scores_and_labels, store, warned_about
+from fuzz_v2_common import adder, copy_run, explorer, logits, np, open_copy, scores_and_labels, store, warned_about
 
 CASES = []
-
-
-def add(*args, **kwargs):
-    def register(call):
-        CASES.append(case(*args, **kwargs)(call))
-        return call
-    return register
+add = adder(CASES)
 
 
 # ---------------------------------------------------------------- data_map and the subsets it makes

@@ -4,16 +4,10 @@ axis (store.at, open_store(step=)), Checkpoints, DynamicsRecorder, read_dynamics
 import math
 import os
 
-from fuzz_v2_common import ChangedFiles, case, copy_run, files_of, mlp, np, open_copy, unchanged_or, wine
+from fuzz_v2_common import ChangedFiles, adder, copy_run, files_of, mlp, np, open_copy, unchanged_or, wine
 
 CASES = []
-
-
-def add(*args, **kwargs):
-    def register(call):
-        CASES.append(case(*args, **kwargs)(call))
-        return call
-    return register
+add = adder(CASES)
 
 
 # ---------------------------------------------------------------- open_run, Run.create

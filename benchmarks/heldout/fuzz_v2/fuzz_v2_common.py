@@ -15,6 +15,16 @@ TEMPLATE_RUN = os.path.join(HERE, "template_run")  # written by make_template.py
 __all__ = ["adam", "case", "mlp", "scores_and_labels", "warned_about", "wine", "np"]
 
 
+def adder(cases):
+    """A decorator factory: @add(name, expect, mentions, ...) registers the decorated call into `cases`."""
+    def add(*args, **kwargs):
+        def register(call):
+            cases.append(case(*args, **kwargs)(call))
+            return call
+        return register
+    return add
+
+
 def copy_run(tmp, name="run"):
     dst = os.path.join(str(tmp), name)
     shutil.copytree(TEMPLATE_RUN, dst, symlinks=True)
