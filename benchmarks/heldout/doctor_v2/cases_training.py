@@ -134,7 +134,7 @@ def _():
     model = Net(10, (64, 64), 1)
     opt = torch.optim.Adam(model.parameters(), lr=3e-3)
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=10)
-    return {"model": model, "data": (X, y), "loss_fn": nn.MSELoss(), "optimizer": opt, "scheduler": sched,
+    return {"model": model, "data": (X, y[:, None]), "loss_fn": nn.MSELoss(), "optimizer": opt, "scheduler": sched,
             "_loop": {"loss": mse_rows, "metric": r2, "metric_name": "r2",
                       "sched_step": lambda s: s >= 64 or (s + 1) % 16 == 0}}
 
@@ -227,7 +227,7 @@ def _():
             xb[::4, 2] = 0.0
             xb[1::4, 3] = -0.5
         return xb, yb
-    return {"model": model, "data": (counts, y), "loss_fn": nn.MSELoss(), "optimizer": opt,
+    return {"model": model, "data": (counts, y[:, None]), "loss_fn": nn.MSELoss(), "optimizer": opt,
             "_loop": {"loss": mse_rows, "metric": r2, "metric_name": "r2", "batch_fn": batch_fn}}
 
 
@@ -265,8 +265,11 @@ def _():
        "features compressed by sqrt (energies, always >= 0); from step 100 a shard has its mean removed")
 def _():
     seed(14)
-    X, y = regression(n=512, features=10)
+    X, _ = regression(n=512, features=10)
     energy = X ** 2
+    w = torch.linspace(-1.0, 1.0, 10)
+    y = X.abs() @ w + 0.1 * torch.randn(512)  # the target depends on the amplitudes sqrt(energy)
+    y = (y - y.mean()) / y.std()
 
     class Sqrt(nn.Module):
         def forward(self, x):
@@ -282,7 +285,7 @@ def _():
             return self.body(self.compress(x))
     model = EnergyNet()
     opt = torch.optim.Adam(model.parameters(), lr=3e-3)
-    return {"model": model, "data": (energy, y), "loss_fn": nn.MSELoss(), "optimizer": opt,
+    return {"model": model, "data": (energy, y[:, None]), "loss_fn": nn.MSELoss(), "optimizer": opt,
             "_loop": {"loss": mse_rows, "metric": r2, "metric_name": "r2",
                       "batch_fn": lambda s, b: (b[0] - b[0].mean(), b[1]) if s >= 100 else b}}
 
