@@ -34,7 +34,10 @@ def _run_folder(run) -> pathlib.Path:
     path = getattr(run, "path", run)
     if not isinstance(path, (str, os.PathLike)):
         raise CaptureError(f"run is a run folder (a path, or a Run with .path), not {type(run).__name__}.")
-    return pathlib.Path(path)
+    path = pathlib.Path(path)
+    if path.exists() and not path.is_dir():
+        raise CaptureError(f"run={str(path)!r} is a file; a run is a folder (a new one, or a run record).")
+    return path
 
 
 def _rank() -> int:
@@ -63,7 +66,8 @@ class Checkpoints:
                  params: bool = False, batch_size: int | None = None, progress: bool = False,
                  capture_options: dict | None = None):
         if not isinstance(model, nn.Module):
-            raise CaptureError(f"Checkpoints needs the torch.nn.Module being trained, not {type(model).__name__}.")
+            raise CaptureError(f"Checkpoints needs model=, the torch.nn.Module being trained, not "
+                               f"{type(model).__name__}.")
         if (every is None) == (steps is None):
             raise CaptureError("Checkpoints needs every=k (a checkpoint each k steps) or steps=[...] (at those "
                                "steps): one of the two.")
@@ -179,7 +183,9 @@ class DynamicsRecorder:
         self.writer = DynamicsWriter(self.path, rank=_rank() if rank is None else rank)
 
     def record(self, step: int, indices, logits, labels, losses=None) -> None:
-        self.writer.append(int(step), _numpy(indices, None), _numpy(labels, None), _numpy(logits, np.float32),
+        if isinstance(step, torch.Tensor) and step.ndim == 0 and not step.is_floating_point():
+            step = int(step)  # a loop's step counter kept as a tensor
+        self.writer.append(step, _numpy(indices, None), _numpy(labels, None), _numpy(logits, np.float32),
                            None if losses is None else _numpy(losses, np.float32))
 
     def close(self) -> None:

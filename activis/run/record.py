@@ -33,6 +33,7 @@ FINDINGS = "findings.jsonl"
 METRICS = "metrics.jsonl"
 PROBE = "probe"
 DYNAMICS = "dynamics"
+SEVERITIES = ("error", "warning", "note")  # the doctor's (activis.doctor.findings), which sits above the run
 
 
 def writing_rank() -> bool:
@@ -48,6 +49,13 @@ def _json_text(value, what: str) -> str:
     except (TypeError, ValueError) as exc:
         raise RunError(f"{what} must be plain JSON (dicts with text keys, lists, text, numbers, booleans, "
                        f"None): {exc}") from None
+
+
+def _folder(path, what: str = "path") -> pathlib.Path:
+    """A run folder's path, or a clear error for anything that is not one (a number, None, a Run)."""
+    if isinstance(path, bytes) or not isinstance(path, str | os.PathLike):
+        raise RunError(f"{what} is a run folder's path (text or a pathlib.Path), not {type(path).__name__} {path!r}")
+    return pathlib.Path(path)
 
 
 def _whole(value, what: str, *, none: bool = False) -> int | None:
@@ -75,7 +83,7 @@ class Run:
         """A new, empty run record at ``path`` (a folder that holds no run record yet; with
         ``overwrite``, a run record there is removed first, folder and all). ``config``: the
         hyper-parameters, as plain JSON."""
-        path = pathlib.Path(path)
+        path = _folder(path)
         if name is not None and not isinstance(name, str):
             raise RunError(f"name is the run's name (text) or None, not {type(name).__name__}")
         if config is not None and not isinstance(config, Mapping):
@@ -210,9 +218,15 @@ class Run:
 
     # ------------------------------------------------------------------ findings and metrics
     def add_finding(self, finding: Mapping) -> None:
-        """Append one finding (a mapping with its ``step``, or step None) to findings.jsonl."""
+        """Append one finding (a mapping with its ``step``, or step None) to findings.jsonl.
+
+        A finding without a step is kept on purpose: a checkup's findings (before training) have none.
+        A ``severity``, where given, is one of the doctor's (`SEVERITIES`): the views colour by it."""
         if not isinstance(finding, Mapping):
             raise RunError(f"a finding is a mapping (its fields, with 'step'), not {type(finding).__name__}")
+        if "severity" in finding and finding["severity"] not in SEVERITIES:
+            raise RunError(f"a finding's 'severity' is one of {', '.join(map(repr, SEVERITIES))}, not "
+                           f"{finding['severity']!r}")
         record = {"step": _whole(finding.get("step"), "the finding's 'step'", none=True),
                   **{k: v for k, v in finding.items() if k != "step"}}
         if not all(isinstance(k, str) for k in record):
@@ -366,7 +380,7 @@ class Run:
 
 def open_run(path: str | os.PathLike) -> Run:
     """Open a run folder (or a cockpit log folder written before runs had run.json)."""
-    path = pathlib.Path(path)
+    path = _folder(path)
     if not path.is_dir():
         raise RunError(f"{path} is not a run record (no such folder)")
     if not any((path / name).exists() for name in (RUN, META, RECORDS)):

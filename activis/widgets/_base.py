@@ -44,14 +44,16 @@ def class_count(store) -> int:
 
 
 @contextlib.contextmanager
-def view_errors():
-    """A value a trait refuses (a str for an Int, a list too long) as a `ViewError`, still a TraitError."""
+def view_errors(valid=None):
+    """A value a trait refuses (a str for an Int, a list too long) as a `ViewError`, still a TraitError;
+    ``valid()``, where given, says what the trait takes (asked only on a refusal)."""
     try:
         yield
     except traitlets.TraitError as exc:
         if isinstance(exc, ViewError):
             raise
-        raise ViewError(str(exc)) from exc
+        hint = valid() if valid is not None else ""
+        raise ViewError(f"{exc} Valid values: {hint}." if hint else str(exc)) from exc
 
 
 class Choice(traitlets.Enum):
@@ -62,15 +64,20 @@ class Choice(traitlets.Enum):
 
 
 class ChecksTraits:
-    """Mixin: every refused trait value, in the constructor or set later, is a `ViewError`."""
+    """Mixin: every refused trait value, in the constructor or set later, is a `ViewError` naming the trait;
+    a class whose trait's valid values are data (the checkpoints, the layers) names them in `valid_values`."""
 
     def __init__(self, *args, **kwargs):
         with view_errors():
             super().__init__(*args, **kwargs)
 
     def __setattr__(self, name, value):
-        with view_errors():
+        with view_errors(lambda: self.valid_values(name)):
             super().__setattr__(name, value)
+
+    def valid_values(self, name: str) -> str:
+        """What trait ``name`` accepts, for a refusal's message ("" when the trait's own message says it)."""
+        return ""
 
 
 class View(ChecksTraits, anywidget.AnyWidget):

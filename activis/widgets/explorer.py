@@ -17,7 +17,7 @@ from ..graph import UnknownLayerError
 from ..projection import METHODS
 from ..subsets import Subsets
 from . import row_keys
-from ._base import class_count
+from ._base import ChecksTraits, class_count
 from .activation_matrix import ActivationMatrix
 from .colours import palette
 from .errors import ViewError, check_layer, check_store
@@ -56,7 +56,7 @@ def store_layer_for(store, graph, name: str) -> str:
                            "Capture it with activis.capture(..., layers=[...]).")
 
 
-class Explorer(widgets.VBox):
+class Explorer(ChecksTraits, widgets.VBox):
     """One dashboard over a store; every view is also reachable alone (``explorer.matrix`` …).
 
     Over a store with checkpoints (or with ``run=``, a run record or its folder) it adds a timeline row:
@@ -128,6 +128,9 @@ class Explorer(widgets.VBox):
     def cka(self):
         """The layers x checkpoints CKA heatmap (None with fewer than two checkpoints)."""
         return None if self.timeline is None else self.timeline.cka
+
+    def valid_values(self, name: str) -> str:
+        return f"the checkpoints {', '.join(map(str, self.store.checkpoints))}" if name == "checkpoint" else ""
 
     @traitlets.validate("checkpoint")
     def _valid_checkpoint(self, proposal):
