@@ -19,6 +19,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from ..paths import folder_path
 from ..run.dynamics import DynamicsWriter
 from ..run.params import params_path
 from ..store import MANIFEST, ActivationStore, open_store
@@ -31,13 +32,7 @@ DYNAMICS = "dynamics"
 
 def _run_folder(run) -> pathlib.Path:
     """A run is a path or an object with ``.path`` (an `activis.Run`)."""
-    path = getattr(run, "path", run)
-    if not isinstance(path, (str, os.PathLike)):
-        raise CaptureError(f"run is a run folder (a path, or a Run with .path), not {type(run).__name__}.")
-    path = pathlib.Path(path)
-    if path.exists() and not path.is_dir():
-        raise CaptureError(f"run={str(path)!r} is a file; a run is a folder (a new one, or a run record).")
-    return path
+    return folder_path(getattr(run, "path", run), "run", CaptureError)
 
 
 def _rank() -> int:

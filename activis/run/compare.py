@@ -17,6 +17,7 @@ from collections.abc import Iterable, Mapping
 import numpy as np
 import pandas as pd
 
+from ..paths import folder_path
 from .chart import Chart, chart, in_range
 from .errors import RunError
 from .log import CockpitLog, read_log
@@ -38,6 +39,8 @@ def _source(run) -> tuple[str | None, LogScalars | FolderScalars]:
         return log.run or str(log.directory), LogScalars(log)
     if not isinstance(run, str | bytes) and not hasattr(run, "__fspath__"):
         raise RunError(f"a run is a folder, a Run, a CockpitLog or a Cockpit, not {type(run).__name__}")
+    if not folder_path(run, "run", RunError).is_dir():
+        raise RunError(f"{run} is not a run record (no such folder)")
     source = scalars_of(run)
     return source.run or str(run), source
 
@@ -274,7 +277,7 @@ class RunComparison:
 
     def means(self, series: Iterable[str], start: float = -np.inf, stop: float = np.inf) -> np.ndarray:
         """Each run's mean of each series over steps start..stop (runs x series; NaN: no points there)."""
-        series = list(series)
+        series = self._known_series(series)
         means = np.full((len(self.sources), len(series)), np.nan)
         for r, source in enumerate(self.sources.values()):
             for k, name in enumerate(series):

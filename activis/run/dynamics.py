@@ -22,6 +22,8 @@ import warnings
 import numpy as np
 import pandas as pd
 
+from ..paths import folder_path
+
 FORMAT = "activis.dynamics"
 VERSION = 1
 META = "meta.json"
@@ -214,7 +216,7 @@ class Dynamics:
 
 def read_dynamics(folder) -> Dynamics:
     """Read a run's ``dynamics/`` folder (every rank's rows, merged by step). A torn last row is ignored."""
-    folder = pathlib.Path(folder)
+    folder = folder_path(folder, "folder", DynamicsError)
     if not folder.is_dir():
         raise DynamicsError(f"{folder} holds no per-instance dynamics (no such folder).")
     if (folder / META).is_symlink():

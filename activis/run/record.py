@@ -23,6 +23,7 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
+from ..paths import folder_path
 from .errors import RunError
 from .log import META, RECORDS, CockpitError, CockpitLog, _atomic_write, inside, read_log
 
@@ -51,13 +52,6 @@ def _json_text(value, what: str) -> str:
                        f"None): {exc}") from None
 
 
-def _folder(path, what: str = "path") -> pathlib.Path:
-    """A run folder's path, or a clear error for anything that is not one (a number, None, a Run)."""
-    if isinstance(path, bytes) or not isinstance(path, str | os.PathLike):
-        raise RunError(f"{what} is a run folder's path (text or a pathlib.Path), not {type(path).__name__} {path!r}")
-    return pathlib.Path(path)
-
-
 def _whole(value, what: str, *, none: bool = False) -> int | None:
     if value is None and none:
         return None
@@ -83,9 +77,11 @@ class Run:
         """A new, empty run record at ``path`` (a folder that holds no run record yet; with
         ``overwrite``, a run record there is removed first, folder and all). ``config``: the
         hyper-parameters, as plain JSON."""
-        path = _folder(path)
+        path = folder_path(path, "run", RunError)
         if name is not None and not isinstance(name, str):
             raise RunError(f"name is the run's name (text) or None, not {type(name).__name__}")
+        if not isinstance(overwrite, bool):
+            raise RunError(f"overwrite is True or False, not {overwrite!r}")
         if config is not None and not isinstance(config, Mapping):
             raise RunError(f"config is a mapping of the run's hyper-parameters, not {type(config).__name__}")
         info = {"format": FORMAT, "version": FORMAT_VERSION, "name": name or path.name,
@@ -96,8 +92,6 @@ class Run:
             run = cls(path, _write=False)
             run._info = info
             return run
-        if path.exists() and not path.is_dir():
-            raise RunError(f"{path} is a file; a run record is a folder")
         taken = (path / RUN).exists() or (path / META).exists()
         if taken and not overwrite:
             raise RunError(f"{path} already holds a run record; pick a folder of its own for each run, or "
@@ -380,7 +374,7 @@ class Run:
 
 def open_run(path: str | os.PathLike) -> Run:
     """Open a run folder (or a cockpit log folder written before runs had run.json)."""
-    path = _folder(path)
+    path = folder_path(path, "run", RunError)
     if not path.is_dir():
         raise RunError(f"{path} is not a run record (no such folder)")
     if not any((path / name).exists() for name in (RUN, META, RECORDS)):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import html
+import operator
 import os
 import pathlib
 import uuid
@@ -13,7 +14,7 @@ import anywidget
 import traitlets
 
 from .colours import check_colours, palette
-from .errors import ViewError
+from .errors import ViewError, listing
 
 STATIC = pathlib.Path(__file__).resolve().parent.parent / "static"
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -65,7 +66,10 @@ class Choice(traitlets.Enum):
 
 class ChecksTraits:
     """Mixin: every refused trait value, in the constructor or set later, is a `ViewError` naming the trait;
-    a class whose trait's valid values are data (the checkpoints, the layers) names them in `valid_values`."""
+    where a trait's valid values are data (the checkpoints, the layers), ``choices_of`` names the attribute
+    that holds them (dotted: ``"store.checkpoints"``) and the refusal lists them."""
+
+    choices_of: dict[str, str] = {}
 
     def __init__(self, *args, **kwargs):
         with view_errors():
@@ -77,7 +81,8 @@ class ChecksTraits:
 
     def valid_values(self, name: str) -> str:
         """What trait ``name`` accepts, for a refusal's message ("" when the trait's own message says it)."""
-        return ""
+        where = self.choices_of.get(name)
+        return listing(operator.attrgetter(where)(self)) if where else ""
 
 
 class View(ChecksTraits, anywidget.AnyWidget):

@@ -46,6 +46,7 @@ class CockpitPanel(LiveView):
     layer_series_names = traitlets.List(traitlets.Unicode()).tag(sync=True)
     layer_series = traitlets.Any(None).tag(sync=True, **array_serialization)  # (quantity, layer, steps)
     layer = traitlets.Unicode("").tag(sync=True)
+    choices_of = {"layer": "layers"}
     step_range = traitlets.List(traitlets.Float(), maxlen=2).tag(sync=True)
     hist1d = traitlets.Any(None).tag(sync=True, **array_serialization)
     hist1d_range = traitlets.List(traitlets.Float()).tag(sync=True)

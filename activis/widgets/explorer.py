@@ -64,6 +64,7 @@ class Explorer(ChecksTraits, widgets.VBox):
     """
 
     checkpoint = traitlets.Int(0).tag(sync=True)
+    choices_of = {"checkpoint": "store.checkpoints"}
 
     def __init__(self, store, *, layer: str | None = None, subsets: Subsets | None = None, graph=None,
                  method: str = "umap", max_instances: int = 1000, projection_params: dict | None = None,
@@ -128,9 +129,6 @@ class Explorer(ChecksTraits, widgets.VBox):
     def cka(self):
         """The layers x checkpoints CKA heatmap (None with fewer than two checkpoints)."""
         return None if self.timeline is None else self.timeline.cka
-
-    def valid_values(self, name: str) -> str:
-        return f"the checkpoints {', '.join(map(str, self.store.checkpoints))}" if name == "checkpoint" else ""
 
     @traitlets.validate("checkpoint")
     def _valid_checkpoint(self, proposal):
