@@ -13,6 +13,6 @@ def whole_number(value, what: str, minimum: int | None = None) -> int:
     """``value`` as an int, or a DynamicsError naming ``what``: 1.5, NaN, text and booleans are refused,
     not rounded (``int()`` would turn 1.5 into 1 and fail on NaN with a bare ValueError)."""
     if isinstance(value, bool) or not isinstance(value, int | np.integer) or (minimum is not None and value < minimum):
-        at_least = "" if minimum is None else f" of at least {minimum}"
-        raise DynamicsError(f"{what} is a whole number{at_least}, not {value!r}.")
+        rule = "a whole number" if minimum is None else f"at least {minimum} (a whole number)"
+        raise DynamicsError(f"{what} must be {rule}, not {value!r}.")
     return int(value)

@@ -35,7 +35,7 @@ def _checked_map(data_map, columns) -> pd.DataFrame:
 def forgotten(data_map: pd.DataFrame, k: int = 1) -> Subset:
     """Instances learned and then forgotten at least ``k`` times (never-learned ones are `never_learned`)."""
     frame = _checked_map(data_map, ["forgetting", "learned"])
-    k = whole_number(k, "k (how many forgetting events)", 1)
+    k = whole_number(k, "k", 1)
     return _named(frame, frame["learned"].to_numpy() & (frame["forgetting"].to_numpy() >= int(k)),
                   f"forgotten ≥ {int(k)}")
 
