@@ -40,7 +40,7 @@ def _source(run) -> tuple[str | None, LogScalars | FolderScalars]:
     if not isinstance(run, str | bytes) and not hasattr(run, "__fspath__"):
         raise RunError(f"a run is a folder, a Run, a CockpitLog or a Cockpit, not {type(run).__name__}")
     if not folder_path(run, "run", RunError).is_dir():
-        raise RunError(f"{run} is not a run record (no such folder)")
+        raise RunError(f"{run} is not a cockpit log or run record (no such folder)")
     source = scalars_of(run)
     return source.run or str(run), source
 
