@@ -17,7 +17,7 @@ import torch
 from timeline_run import make_run
 
 import activis
-from activis import RunError
+from activis import CockpitError, CockpitLog, RunError
 from activis.capturing import CaptureError
 from activis.dynamics import DynamicsError, aligned_projection, cka, forgotten, prediction_changed
 from activis.run.params import ParamsError
@@ -58,6 +58,14 @@ def _record(tmp_path, step, close_first=False):
     recorder.record(step, [0, 1], torch.zeros(2, 3), [0, 1])
 
 
+def _log(tmp_path, closed=False):
+    log = CockpitLog({"run": "r", "params": [], "quantities": {"Loss": {}}}, tmp_path / "log")
+    log.append(0, {"Loss": 1.0})
+    if closed:
+        log.close()
+    return log
+
+
 def _checkpoints(run, **kwargs):
     model = torch.nn.Linear(8, 4)
     return activis.Checkpoints(model, (torch.randn(6, 8), torch.arange(6) % 4), run, **kwargs)
@@ -95,6 +103,8 @@ CASES = {
     "Checkpoints of a model given as text": (
         lambda r, t: activis.Checkpoints("mlp", (torch.zeros(2, 8), torch.zeros(2)), t / "r", every=5),
         CaptureError, r"model=.*not str"),
+    "Checkpoints with params as text": (lambda r, t: _checkpoints(t / "r", every=5, params="yes"), CaptureError,
+                                        r"params is True .* or False, not 'yes'"),
     "Checkpoints into a file": (lambda r, t: _checkpoints(_a_file(t), every=5), CaptureError, r"is a file"),
     "DynamicsRecorder into a file": (lambda r, t: activis.DynamicsRecorder(_a_file(t)), CaptureError, r"is a file"),
     "record at step -1": (lambda r, t: _record(t, -1), DynamicsError, r"step .*0 or more, not -1"),
@@ -103,6 +113,11 @@ CASES = {
     "record a negative index": (
         lambda r, t: activis.DynamicsRecorder(t / "d").record(0, [-2, 1], torch.zeros(2, 3), [0, 1]),
         DynamicsError, r"index -2"),
+    # the step log
+    "log a step as text": (lambda r, t: _log(t).append("1", {"Loss": 1.0}), CockpitError, r"step .*not '1'"),
+    "log a NaN step": (lambda r, t: _log(t).append(math.nan, {"Loss": 1.0}), CockpitError, r"step .*not nan"),
+    "log a step after close": (lambda r, t: _log(t, closed=True).append(2, {"Loss": 1.0}), CockpitError,
+                               r"is closed"),
     # computed dynamics: thresholds, counts, positions
     "data_map ambiguous_above below 0": (lambda r, t: activis.data_map(*_logits(), ambiguous_above=-0.1),
                                          DynamicsError, r"ambiguous_above.*between 0 and 0.5"),

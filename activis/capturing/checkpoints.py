@@ -68,6 +68,8 @@ class Checkpoints:
                                "steps): one of the two.")
         if every is not None and (isinstance(every, bool) or not isinstance(every, int) or every < 1):
             raise CaptureError(f"every is a number of steps, a whole number of 1 or more, not {every!r}.")
+        if not isinstance(params, bool):
+            raise CaptureError(f"params is True (write the parameters at each checkpoint) or False, not {params!r}.")
         self.steps = None
         if steps is not None:
             steps = list(steps)
@@ -78,7 +80,7 @@ class Checkpoints:
         self.probe = probe
         self.path = _run_folder(run)
         self.every = every
-        self.params = bool(params)
+        self.params = params
         self.options = {"layers": None if layers is None else list(layers), "labels": labels, "metadata": metadata,
                         "class_names": class_names, "batch_size": batch_size, "progress": progress,
                         **(capture_options or {})}
