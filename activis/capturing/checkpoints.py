@@ -19,6 +19,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from ..paths import folder_path
 from ..run.dynamics import DynamicsWriter
 from ..run.params import params_path
 from ..store import MANIFEST, ActivationStore, open_store
@@ -31,10 +32,7 @@ DYNAMICS = "dynamics"
 
 def _run_folder(run) -> pathlib.Path:
     """A run is a path or an object with ``.path`` (an `activis.Run`)."""
-    path = getattr(run, "path", run)
-    if not isinstance(path, (str, os.PathLike)):
-        raise CaptureError(f"run is a run folder (a path, or a Run with .path), not {type(run).__name__}.")
-    return pathlib.Path(path)
+    return folder_path(getattr(run, "path", run), "run", CaptureError)
 
 
 def _rank() -> int:
@@ -63,12 +61,15 @@ class Checkpoints:
                  params: bool = False, batch_size: int | None = None, progress: bool = False,
                  capture_options: dict | None = None):
         if not isinstance(model, nn.Module):
-            raise CaptureError(f"Checkpoints needs the torch.nn.Module being trained, not {type(model).__name__}.")
+            raise CaptureError(f"Checkpoints needs model=, the torch.nn.Module being trained, not "
+                               f"{type(model).__name__}.")
         if (every is None) == (steps is None):
             raise CaptureError("Checkpoints needs every=k (a checkpoint each k steps) or steps=[...] (at those "
                                "steps): one of the two.")
         if every is not None and (isinstance(every, bool) or not isinstance(every, int) or every < 1):
             raise CaptureError(f"every is a number of steps, a whole number of 1 or more, not {every!r}.")
+        if not isinstance(params, bool):
+            raise CaptureError(f"params is True (write the parameters at each checkpoint) or False, not {params!r}.")
         self.steps = None
         if steps is not None:
             steps = list(steps)
@@ -79,7 +80,7 @@ class Checkpoints:
         self.probe = probe
         self.path = _run_folder(run)
         self.every = every
-        self.params = bool(params)
+        self.params = params
         self.options = {"layers": None if layers is None else list(layers), "labels": labels, "metadata": metadata,
                         "class_names": class_names, "batch_size": batch_size, "progress": progress,
                         **(capture_options or {})}
@@ -179,7 +180,9 @@ class DynamicsRecorder:
         self.writer = DynamicsWriter(self.path, rank=_rank() if rank is None else rank)
 
     def record(self, step: int, indices, logits, labels, losses=None) -> None:
-        self.writer.append(int(step), _numpy(indices, None), _numpy(labels, None), _numpy(logits, np.float32),
+        if isinstance(step, torch.Tensor) and step.ndim == 0 and not step.is_floating_point():
+            step = int(step)  # a loop's step counter kept as a tensor
+        self.writer.append(step, _numpy(indices, None), _numpy(labels, None), _numpy(logits, np.float32),
                            None if losses is None else _numpy(losses, np.float32))
 
     def close(self) -> None:

@@ -26,7 +26,7 @@ import numpy as np
 from ..projection.params import _default_epochs
 from ..projection.pca import _as_layout, _pca, _Rows
 from ..projection.umap import _ab_params, _fuzzy_graph, _initial_layout, _nearest_neighbors, _sgd_kernel
-from .errors import DynamicsError
+from .errors import DynamicsError, whole_number
 
 _PCA_DIMS = 50
 _HOLD = 0.1  # per-epoch pull towards the next layout of an instance whose neighbours did not change
@@ -113,16 +113,13 @@ def aligned_projection(arrays, random_state: int = 0, *, n_neighbors: int = 10, 
     """
     frames = _checked_frames(arrays)
     n = len(frames[0])
-    try:
-        seed, k, min_dist = int(random_state), max(2, min(int(n_neighbors), n - 1)), float(min_dist)
-        epochs = int(n_epochs) if n_epochs is not None else _default_epochs(n)
-    except (TypeError, ValueError) as exc:
-        raise DynamicsError(f"Bad aligned_projection parameter ({exc}): random_state, n_neighbors and n_epochs are "
-                            "integers, min_dist a number.") from None
-    if not 0 <= min_dist <= 1:
-        raise DynamicsError(f"min_dist must lie in [0, 1], not {min_dist}.")
-    if epochs < 5:
-        raise DynamicsError(f"n_epochs must be at least 5, not {n_epochs}.")
+    seed = whole_number(random_state, "random_state", 0)
+    k = max(2, min(whole_number(n_neighbors, "n_neighbors", 2), n - 1))  # a handful of instances: all of them
+    epochs = _default_epochs(n) if n_epochs is None else whole_number(n_epochs, "n_epochs", 5)
+    if isinstance(min_dist, bool) or not isinstance(min_dist, int | float | np.integer | np.floating) \
+            or not 0 <= min_dist <= 1:
+        raise DynamicsError(f"min_dist must lie in [0, 1], not {min_dist!r}.")
+    min_dist = float(min_dist)
     curve = _ab_params(1.0, min_dist)
     graph, neighbours, pca2 = _frame_graph(frames[-1], k, seed)
     layouts = [_optimise(graph, _initial_layout(pca2, seed), epochs, 1.0, curve, seed)]

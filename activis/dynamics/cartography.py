@@ -116,9 +116,21 @@ def regions(confidence, variability, *, ambiguous_above: float = 0.2, easy_above
     """Cartography's three regions as one label per instance: "ambiguous" where variability is at least
     ``ambiguous_above``; otherwise "easy to learn" where confidence is at least ``easy_above``, else
     "hard to learn" (the region that "often corresponds to labelling errors")."""
+    ambiguous_above, easy_above = _thresholds(ambiguous_above, easy_above)
     confidence, variability = np.asarray(confidence), np.asarray(variability)
     codes = np.where(variability >= ambiguous_above, 1, np.where(confidence >= easy_above, 0, 2)).astype(np.int8)
     return pd.Categorical.from_codes(codes, categories=REGIONS)
+
+
+def _thresholds(ambiguous_above, easy_above) -> tuple[float, float]:
+    """The regions' thresholds, checked: a variability of probabilities lies in [0, 0.5] and a confidence in
+    [0, 1], so a threshold outside (or NaN, which no value passes) would put every instance in one region."""
+    for name, value, top in (("ambiguous_above", ambiguous_above, 0.5), ("easy_above", easy_above, 1.0)):
+        if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating) \
+                or not 0 <= value <= top:
+            raise DynamicsError(f"{name} is a threshold between 0 and {top} (the range of "
+                                f"{'variability' if top < 1 else 'confidence'}), not {value!r}.")
+    return float(ambiguous_above), float(easy_above)
 
 
 def data_map(logits, labels, *, ambiguous_above: float = 0.2, easy_above: float = 0.5) -> pd.DataFrame:
@@ -127,6 +139,7 @@ def data_map(logits, labels, *, ambiguous_above: float = 0.2, easy_above: float 
     ``logits``: shaped (checkpoints, instances, classes) — an array, a memmap or a list of one
     (instances, classes) array per checkpoint, in training order. ``labels``: (instances,) class indices.
     """
+    _thresholds(ambiguous_above, easy_above)  # before the pass over the logits, not after it
     frames = checkpoint_logits(logits)
     if len(frames) < 2:
         raise DynamicsError(f"A data map needs the logits of at least 2 checkpoints, got {len(frames)}.")

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from .cartography import checkpoint_steps
-from .errors import DynamicsError
+from .errors import DynamicsError, whole_number
 
 KERNELS = ("linear", "rbf")
 MAX_ROWS = 4096  # a Gram matrix of 4,096 rows is 134 MB in float64
@@ -43,6 +43,8 @@ def _checked_pair(x, y, kernel: str, threshold: float, debiased: bool):
     if not (np.isfinite(threshold) and threshold > 0):
         raise DynamicsError(f"threshold must be a positive number (the RBF width, in median distances), "
                             f"not {threshold}.")
+    if not isinstance(debiased, bool | np.bool_):
+        raise DynamicsError(f"debiased is True or False, not {debiased!r}.")
     least = 4 if debiased else 2
     if len(x) < least:
         raise DynamicsError(f"{'Debiased ' if debiased else ''}CKA needs at least {least} instances, got {len(x)}.")
@@ -61,6 +63,7 @@ def cka(x, y, kernel: str = "linear", threshold: float = 1.0, debiased: bool = F
     HSIC estimator (Székely & Rizzo's U-centring), fair across different numbers of instances.
     """
     x, y, threshold = _checked_pair(x, y, kernel, threshold, debiased)
+    max_rows, random_state = whole_number(max_rows, "max_rows", 4), whole_number(random_state, "random_state", 0)
     n, p, q = len(x), x.shape[1], y.shape[1]
     if kernel == "linear" and n > max(p, q) and max(p, q) ** 2 <= _FEATURE_PRODUCT_MAX:
         return _feature_space_linear(x, y, debiased)
@@ -72,8 +75,6 @@ def cka(x, y, kernel: str = "linear", threshold: float = 1.0, debiased: bool = F
 
 
 def _sample_rows(n: int, max_rows: int, random_state: int) -> np.ndarray | None:
-    if int(max_rows) < 4:
-        raise DynamicsError(f"max_rows must be at least 4, not {max_rows}.")
     if n <= max_rows:
         return None
     return np.sort(np.random.default_rng(random_state).choice(n, int(max_rows), replace=False))

@@ -12,7 +12,7 @@ import pandas as pd
 
 from ..subsets import Subset
 from .cartography import REGIONS, checkpoint_logits, checkpoint_steps
-from .errors import DynamicsError
+from .errors import DynamicsError, whole_number
 
 
 def _named(frame: pd.DataFrame, mask, name: str) -> Subset:
@@ -35,8 +35,7 @@ def _checked_map(data_map, columns) -> pd.DataFrame:
 def forgotten(data_map: pd.DataFrame, k: int = 1) -> Subset:
     """Instances learned and then forgotten at least ``k`` times (never-learned ones are `never_learned`)."""
     frame = _checked_map(data_map, ["forgetting", "learned"])
-    if int(k) < 1:
-        raise DynamicsError(f"k must be at least 1 forgetting event, not {k}.")
+    k = whole_number(k, "k", 1)
     return _named(frame, frame["learned"].to_numpy() & (frame["forgetting"].to_numpy() >= int(k)),
                   f"forgotten ≥ {int(k)}")
 
@@ -73,6 +72,7 @@ def prediction_changed(source, a: int, b: int) -> Subset:
     ``source``: logits shaped (checkpoints, instances, classes), with ``a``/``b`` checkpoint positions
     (negative counts from the end); or a store with checkpoints, with ``a``/``b`` steps.
     """
+    a, b = whole_number(a, "a (a checkpoint)"), whole_number(b, "b (a checkpoint)")
     if hasattr(source, "at") and hasattr(source, "checkpoints"):
         steps = checkpoint_steps(source)
         missing = [s for s in (a, b) if s not in steps]

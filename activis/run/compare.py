@@ -17,6 +17,7 @@ from collections.abc import Iterable, Mapping
 import numpy as np
 import pandas as pd
 
+from ..paths import folder_path
 from .chart import Chart, chart, in_range
 from .errors import RunError
 from .log import CockpitLog, read_log
@@ -38,6 +39,8 @@ def _source(run) -> tuple[str | None, LogScalars | FolderScalars]:
         return log.run or str(log.directory), LogScalars(log)
     if not isinstance(run, str | bytes) and not hasattr(run, "__fspath__"):
         raise RunError(f"a run is a folder, a Run, a CockpitLog or a Cockpit, not {type(run).__name__}")
+    if not folder_path(run, "run", RunError).is_dir():
+        raise RunError(f"{run} is not a cockpit log or run record (no such folder)")
     source = scalars_of(run)
     return source.run or str(run), source
 
@@ -248,18 +251,33 @@ class RunComparison:
               width: int = 800) -> Chart:
         """The runs' ``series`` over steps start..stop (all: None) for a chart ``width`` pixels wide:
         the exact points, or each pixel's min and max where there are more points than pixels."""
-        series = list(series)
+        series = self._known_series(series)
         if isinstance(width, bool) or not isinstance(width, int | np.integer) or width < 1:
             raise RunError(f"width is the chart's width in pixels, a whole number of 1 or more, not {width!r}")
         first, last = self.step_span(series)
-        start, stop = (first if start is None else int(start)), (last if stop is None else int(stop))
+        start = first if start is None else _step(start, "start")
+        stop = last if stop is None else _step(stop, "stop")
+        if start > stop:
+            raise RunError(f"start={start} is after stop={stop}: the chart covers steps start..stop, start <= stop")
         empty = (np.zeros(0, np.int64), np.zeros(0))
         return chart([[source.read(name) if name in source.names else empty for name in series]
                       for source in self.sources.values()], start, stop, int(width))
 
+    def _known_series(self, series) -> list[str]:
+        """``series`` as a list, each logged by at least one run (runs that logged nothing yet know none)."""
+        if isinstance(series, str):
+            raise RunError(f"series is a list of series names, e.g. [{series!r}], not the text {series!r}")
+        series = list(series)
+        logged = [name for source in self.sources.values() for name in source.names]
+        unknown = [name for name in series if name not in logged]
+        if unknown and logged:
+            raise RunError(f"no run logged the series {', '.join(map(repr, unknown))}; the series: "
+                           f"{', '.join(dict.fromkeys(logged))}")
+        return series
+
     def means(self, series: Iterable[str], start: float = -np.inf, stop: float = np.inf) -> np.ndarray:
         """Each run's mean of each series over steps start..stop (runs x series; NaN: no points there)."""
-        series = list(series)
+        series = self._known_series(series)
         means = np.full((len(self.sources), len(series)), np.nan)
         for r, source in enumerate(self.sources.values()):
             for k, name in enumerate(series):
@@ -287,6 +305,15 @@ class RunComparison:
         found = table.loc[table["jump"], "step"].to_numpy(np.int64)
         self._jumps[(run, series)] = (len(steps), found)
         return found
+
+
+def _step(value, what: str) -> int:
+    """A chart bound: a whole step number (a float such as 5.0 is one; NaN, text and booleans are not)."""
+    whole = isinstance(value, int | np.integer) or (isinstance(value, float | np.floating)
+                                                     and float(value).is_integer())
+    if isinstance(value, bool) or not whole:
+        raise RunError(f"{what} is a step, a whole number, not {value!r}")
+    return int(value)
 
 
 def _first_difference(a, b, rtol: float, atol: float, before: int | None) -> int | None:

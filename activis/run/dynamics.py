@@ -22,6 +22,8 @@ import warnings
 import numpy as np
 import pandas as pd
 
+from ..paths import folder_path
+
 FORMAT = "activis.dynamics"
 VERSION = 1
 META = "meta.json"
@@ -60,6 +62,7 @@ class DynamicsWriter:
         self.rank = int(rank)
         self.classes: int | None = None
         self._file = None
+        self.closed = False
 
     def _open(self, classes: int) -> None:
         self.folder.mkdir(parents=True, exist_ok=True)
@@ -82,6 +85,11 @@ class DynamicsWriter:
 
     def append(self, step: int, instances, labels, logits, losses=None) -> None:
         """Append one presentation of each instance: its index, label, logits and (default: cross-entropy) loss."""
+        if self.closed:
+            raise DynamicsError(f"this recorder of {self.folder} is closed; record inside its `with` block, or "
+                                "open a new one (it appends to the same files)")
+        if isinstance(step, bool) or not isinstance(step, int | np.integer) or step < 0:
+            raise DynamicsError(f"step is the training step, a whole number of 0 or more, not {step!r}.")
         logits = np.asarray(logits, dtype=np.float32)
         if logits.ndim != 2 or logits.shape[1] < 1 or logits.shape[1] > MAX_CLASSES:
             raise DynamicsError(f"logits is instances x classes (2-D), not shape {logits.shape}.")
@@ -89,14 +97,12 @@ class DynamicsWriter:
         instances = _column(instances, n, "indices", np.int64)
         labels = _column(labels, n, "labels", np.int64)
         if (instances < 0).any():
-            raise DynamicsError(f"indices are the instances' positions in the dataset (0 or more), not "
-                                f"{int(instances[instances < 0][0])}.")
+            raise DynamicsError(f"index {int(instances[instances < 0][0])} is not an instance's position in the "
+                                "dataset: indices are 0 or more.")
         bad = (labels < -1) | (labels >= classes)
         if bad.any():
             raise DynamicsError(f"label {int(labels[bad][0])} is outside the {classes} classes (-1: unknown).")
         losses = cross_entropy(logits, labels) if losses is None else _column(losses, n, "losses", np.float64)
-        if isinstance(step, bool) or not isinstance(step, (int, np.integer)):
-            raise DynamicsError(f"step is the training step, a whole number, not {step!r}.")
         if self._file is None:
             self._open(classes)
         elif classes != self.classes:
@@ -108,6 +114,8 @@ class DynamicsWriter:
         self._file.flush()
 
     def close(self) -> None:
+        """Close the file; a row appended afterwards is refused (it would reopen the file behind the loop's back)."""
+        self.closed = True
         if self._file is not None:
             self._file.close()
             self._file = None
@@ -208,7 +216,7 @@ class Dynamics:
 
 def read_dynamics(folder) -> Dynamics:
     """Read a run's ``dynamics/`` folder (every rank's rows, merged by step). A torn last row is ignored."""
-    folder = pathlib.Path(folder)
+    folder = folder_path(folder, "folder", DynamicsError)
     if not folder.is_dir():
         raise DynamicsError(f"{folder} holds no per-instance dynamics (no such folder).")
     if (folder / META).is_symlink():

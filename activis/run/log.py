@@ -117,6 +117,7 @@ class CockpitLog:
         self._unreadable: set[str] = set()  # histogram files that could not be opened (warned once)
         self._last_sync = time.monotonic()
         self.writable = self.directory is not None and not _existing
+        self.closed = False  # set by close() on a log that wrote its folder
         if self.writable:
             self.directory.mkdir(parents=True, exist_ok=True)
             if (self.directory / META).exists():
@@ -151,7 +152,13 @@ class CockpitLog:
 
     # ------------------------------------------------------------------ writing
     def append(self, step: int, values: Mapping, arrays: Mapping[str, np.ndarray] | None = None) -> None:
-        """Add the readings of one step (merged with earlier readings of the same step)."""
+        """Add the readings of one step (merged with earlier readings of the same step). A log that wrote a
+        folder and was closed refuses more: its readings would stay in memory and never reach the folder."""
+        if isinstance(step, bool) or not isinstance(step, int | np.integer) or step < 0:
+            raise CockpitError(f"step is the training step, a whole number of 0 or more, not {step!r}")
+        if self.closed:
+            raise CockpitError(f"the log of {self.directory} is closed; a run continued after close() needs a new "
+                               "Cockpit in a folder of its own")
         record = {"step": int(step), **values}
         with self._lock:
             if arrays:
@@ -200,6 +207,7 @@ class CockpitLog:
                 self.sync()
                 self._files.close()
                 self._series.close()
+                self.closed = True
             self._files = self._series = None
             self.writable = False
 

@@ -13,6 +13,8 @@ import re
 
 import numpy as np
 
+from ..paths import folder_path
+
 FOLDER = "params"
 _FILE = re.compile(r"(\d{1,18})\.safetensors")
 
@@ -53,4 +55,4 @@ def load_params(run, step: int, *, tensors: bool = False) -> dict:
 
 
 def _run_folder(run) -> pathlib.Path:
-    return pathlib.Path(getattr(run, "path", run))
+    return folder_path(getattr(run, "path", run), "run", ParamsError)

@@ -23,6 +23,7 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
+from ..paths import folder_path
 from .errors import RunError
 from .log import META, RECORDS, CockpitError, CockpitLog, _atomic_write, inside, read_log
 
@@ -33,6 +34,7 @@ FINDINGS = "findings.jsonl"
 METRICS = "metrics.jsonl"
 PROBE = "probe"
 DYNAMICS = "dynamics"
+SEVERITIES = ("error", "warning", "note")  # the doctor's (activis.doctor.findings), which sits above the run
 
 
 def writing_rank() -> bool:
@@ -75,9 +77,11 @@ class Run:
         """A new, empty run record at ``path`` (a folder that holds no run record yet; with
         ``overwrite``, a run record there is removed first, folder and all). ``config``: the
         hyper-parameters, as plain JSON."""
-        path = pathlib.Path(path)
+        path = folder_path(path, "run", RunError)
         if name is not None and not isinstance(name, str):
             raise RunError(f"name is the run's name (text) or None, not {type(name).__name__}")
+        if not isinstance(overwrite, bool):
+            raise RunError(f"overwrite is True or False, not {overwrite!r}")
         if config is not None and not isinstance(config, Mapping):
             raise RunError(f"config is a mapping of the run's hyper-parameters, not {type(config).__name__}")
         info = {"format": FORMAT, "version": FORMAT_VERSION, "name": name or path.name,
@@ -88,8 +92,6 @@ class Run:
             run = cls(path, _write=False)
             run._info = info
             return run
-        if path.exists() and not path.is_dir():
-            raise RunError(f"{path} is a file; a run record is a folder")
         taken = (path / RUN).exists() or (path / META).exists()
         if taken and not overwrite:
             raise RunError(f"{path} already holds a run record; pick a folder of its own for each run, or "
@@ -210,9 +212,15 @@ class Run:
 
     # ------------------------------------------------------------------ findings and metrics
     def add_finding(self, finding: Mapping) -> None:
-        """Append one finding (a mapping with its ``step``, or step None) to findings.jsonl."""
+        """Append one finding (a mapping with its ``step``, or step None) to findings.jsonl.
+
+        A finding without a step is kept on purpose: a checkup's findings (before training) have none.
+        A ``severity``, where given, is one of the doctor's (`SEVERITIES`): the views colour by it."""
         if not isinstance(finding, Mapping):
             raise RunError(f"a finding is a mapping (its fields, with 'step'), not {type(finding).__name__}")
+        if "severity" in finding and finding["severity"] not in SEVERITIES:
+            raise RunError(f"a finding's 'severity' is one of {', '.join(map(repr, SEVERITIES))}, not "
+                           f"{finding['severity']!r}")
         record = {"step": _whole(finding.get("step"), "the finding's 'step'", none=True),
                   **{k: v for k, v in finding.items() if k != "step"}}
         if not all(isinstance(k, str) for k in record):
@@ -366,7 +374,7 @@ class Run:
 
 def open_run(path: str | os.PathLike) -> Run:
     """Open a run folder (or a cockpit log folder written before runs had run.json)."""
-    path = pathlib.Path(path)
+    path = folder_path(path, "run", RunError)
     if not path.is_dir():
         raise RunError(f"{path} is not a run record (no such folder)")
     if not any((path / name).exists() for name in (RUN, META, RECORDS)):

@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from ..graph import UnknownLayerError
+from ..paths import folder_path
 from . import checkpoints as axis
 from .errors import StoreError, UnknownColumnError
 from .manifest import (
@@ -381,6 +382,6 @@ def open_store(path, step: int | None = None) -> ActivationStore:
 
     A store with checkpoints reads its latest complete checkpoint, or ``step``'s (as `ActivationStore.at`).
     """
-    path = pathlib.Path(path)
+    path = folder_path(path, "store", StoreError)
     _doc, view, states = axis.read_view(path, None if step is None else axis.check_step(step))
     return ActivationStore(path, view, states, pinned=step is not None)

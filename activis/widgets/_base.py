@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import html
+import operator
 import os
 import pathlib
 import uuid
@@ -13,7 +14,7 @@ import anywidget
 import traitlets
 
 from .colours import check_colours, palette
-from .errors import ViewError
+from .errors import ViewError, listing
 
 STATIC = pathlib.Path(__file__).resolve().parent.parent / "static"
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -44,14 +45,16 @@ def class_count(store) -> int:
 
 
 @contextlib.contextmanager
-def view_errors():
-    """A value a trait refuses (a str for an Int, a list too long) as a `ViewError`, still a TraitError."""
+def view_errors(valid=None):
+    """A value a trait refuses (a str for an Int, a list too long) as a `ViewError`, still a TraitError;
+    ``valid()``, where given, says what the trait takes (asked only on a refusal)."""
     try:
         yield
     except traitlets.TraitError as exc:
         if isinstance(exc, ViewError):
             raise
-        raise ViewError(str(exc)) from exc
+        hint = valid() if valid is not None else ""
+        raise ViewError(f"{exc} Valid values: {hint}." if hint else str(exc)) from exc
 
 
 class Choice(traitlets.Enum):
@@ -62,15 +65,24 @@ class Choice(traitlets.Enum):
 
 
 class ChecksTraits:
-    """Mixin: every refused trait value, in the constructor or set later, is a `ViewError`."""
+    """Mixin: every refused trait value, in the constructor or set later, is a `ViewError` naming the trait;
+    where a trait's valid values are data (the checkpoints, the layers), ``choices_of`` names the attribute
+    that holds them (dotted: ``"store.checkpoints"``) and the refusal lists them."""
+
+    choices_of: dict[str, str] = {}
 
     def __init__(self, *args, **kwargs):
         with view_errors():
             super().__init__(*args, **kwargs)
 
     def __setattr__(self, name, value):
-        with view_errors():
+        with view_errors(lambda: self.valid_values(name)):
             super().__setattr__(name, value)
+
+    def valid_values(self, name: str) -> str:
+        """What trait ``name`` accepts, for a refusal's message ("" when the trait's own message says it)."""
+        where = self.choices_of.get(name)
+        return listing(operator.attrgetter(where)(self)) if where else ""
 
 
 class View(ChecksTraits, anywidget.AnyWidget):

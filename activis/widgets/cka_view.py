@@ -27,6 +27,7 @@ class CKAView(View):
     picked = traitlets.Dict().tag(sync=True)  # {"layer": str, "step": int} or {}
     marked_step = traitlets.Int(-1).tag(sync=True)  # the explorer's checkpoint, outlined
     marked_layer = traitlets.Unicode("").tag(sync=True)
+    choices_of = {"marked_step": "steps", "marked_layer": "layers"}
 
     def __init__(self, matrix: pd.DataFrame, **kwargs):
         if not isinstance(matrix, pd.DataFrame) or matrix.columns.name != "step":

@@ -21,7 +21,7 @@ from ..run.log import CockpitLog, read_log
 from ._arrays import array_serialization
 from ._base import bundle
 from ._live import LiveView
-from .errors import ViewError, unknown
+from .errors import ViewError, check_step_range, unknown
 
 # the per-parameter quantities drawn per layer, and the network-wide series every instrument reads
 LAYER_QUANTITIES = ["GradNorm", "Distance", "UpdateSize", "HessTrace"]
@@ -46,6 +46,7 @@ class CockpitPanel(LiveView):
     layer_series_names = traitlets.List(traitlets.Unicode()).tag(sync=True)
     layer_series = traitlets.Any(None).tag(sync=True, **array_serialization)  # (quantity, layer, steps)
     layer = traitlets.Unicode("").tag(sync=True)
+    choices_of = {"layer": "layers"}
     step_range = traitlets.List(traitlets.Float(), maxlen=2).tag(sync=True)
     hist1d = traitlets.Any(None).tag(sync=True, **array_serialization)
     hist1d_range = traitlets.List(traitlets.Float()).tag(sync=True)
@@ -114,10 +115,7 @@ class CockpitPanel(LiveView):
 
     @traitlets.validate("step_range")
     def _valid_range(self, proposal):
-        value = list(proposal["value"])
-        if len(value) not in (0, 2):
-            raise ViewError(f"step_range is [first, last] or [], not {value}")
-        return sorted(value)
+        return check_step_range(proposal["value"])
 
     def _on_selection(self, _change) -> None:
         with self.hold_sync():

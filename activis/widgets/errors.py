@@ -8,6 +8,7 @@ the valid choices, before it changes anything.
 from __future__ import annotations
 
 import difflib
+import math
 
 import numpy as np
 import traitlets
@@ -96,3 +97,13 @@ def check_neuron(store, layer: str, neuron) -> int:
 def _short(value, limit: int = 60) -> str:
     text = repr(value)
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def check_step_range(value, *, whole: bool = False) -> list[float]:
+    """A view's ``step_range``: two finite steps, sorted (rounded to whole steps with ``whole``), or []
+    for all steps. NaN is refused rather than kept: no step compares with it, so it would filter everything."""
+    steps = list(value)
+    if len(steps) not in (0, 2) or not all(math.isfinite(v) for v in steps):
+        raise ViewError(f"step_range is [first, last] (two finite steps, in either order) or [] for all steps, "
+                        f"not {steps}.")
+    return [float(v) for v in sorted(round(v) if whole else v for v in steps)]

@@ -18,7 +18,7 @@ from ..graph import UnknownLayerError
 from ..projection import METHODS
 from ..subsets import Subsets
 from . import row_keys
-from ._base import after_first_frame, class_count
+from ._base import ChecksTraits, after_first_frame, class_count
 from .activation_matrix import ActivationMatrix
 from .colours import palette
 from .errors import ViewError, check_layer, check_store
@@ -59,7 +59,7 @@ def store_layer_for(store, graph, name: str) -> str:
                            "Capture it with activis.capture(..., layers=[...]).")
 
 
-class Explorer(widgets.VBox):
+class Explorer(ChecksTraits, widgets.VBox):
     """One dashboard over a store; every view is also reachable alone (``explorer.matrix`` …).
 
     ``layers=["fc1", "fc2"]`` stacks those layers' matrices under the main one, with its rows
@@ -70,6 +70,7 @@ class Explorer(widgets.VBox):
     """
 
     checkpoint = traitlets.Int(0).tag(sync=True)
+    choices_of = {"checkpoint": "store.checkpoints"}
 
     def __init__(self, store, *, layer: str | None = None, subsets: Subsets | None = None, graph=None,
                  method: str = "umap", max_instances: int = 1000, projection_params: dict | None = None,

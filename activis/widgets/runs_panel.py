@@ -20,7 +20,7 @@ from ._arrays import array_serialization
 from ._base import bundle
 from ._live import LiveView
 from .colours import palette
-from .errors import ViewError
+from .errors import ViewError, check_step_range
 
 
 def _cell(value) -> str:
@@ -153,10 +153,7 @@ class RunsPanel(LiveView):
     @traitlets.validate("step_range")
     def _whole_steps(self, proposal):
         """Two steps in either order (rounded to whole steps), or none for all steps."""
-        steps = sorted(round(v) for v in proposal["value"])
-        if len(steps) == 1:
-            raise ViewError(f"step_range is [first, last] or [], not {steps}")
-        return [float(v) for v in steps]
+        return check_step_range(proposal["value"], whole=True)
 
 
 def _mark_jumps(marks: np.ndarray, axis: np.ndarray, values: np.ndarray, jumps: np.ndarray, exact: bool) -> None:

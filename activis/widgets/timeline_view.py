@@ -22,6 +22,7 @@ class TimelineView(View):
 
     steps = traitlets.List(traitlets.Int()).tag(sync=True)
     step = traitlets.Int(0).tag(sync=True)
+    choices_of = {"step": "steps"}
     playing = traitlets.Bool(False).tag(sync=True)
     interval = traitlets.Int(800).tag(sync=True)  # ms per checkpoint while playing
     compare_to = traitlets.Int(-1).tag(sync=True)  # a checkpoint to show differences from, -1 for none
