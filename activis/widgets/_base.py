@@ -11,6 +11,8 @@ import pathlib
 import uuid
 
 import anywidget
+import numpy as np
+import pandas as pd
 import traitlets
 
 from .colours import check_colours, palette
@@ -137,6 +139,13 @@ class View(ChecksTraits, anywidget.AnyWidget):
             return
         super()._handle_custom_msg(content, buffers)
 
+    def data(self) -> pd.DataFrame:
+        """What the view shows now, as a DataFrame: its rows as drawn, in the order drawn, under the current
+        selection and settings, read from its backend objects (nothing recomputed). Where rows are instances
+        the column ``instance`` is the store's row index, so frames of several views join on it. Every view
+        implements this; the chart views also take a ``kind`` or give `chart()`."""
+        raise NotImplementedError(f"{type(self).__name__} does not give its data as a DataFrame.")
+
     def save_html(self, path, *, title: str = "activis"):
         """This view as one self-contained HTML file (`activis.save_html`); returns its path."""
         from ..export import save_html
@@ -174,6 +183,14 @@ class PngRequest:
     def __repr__(self) -> str:
         state = "written" if self.done else f"failed: {self.error}" if self.error else "waiting for the page"
         return f"<PngRequest {self.path} · {state}>"
+
+
+def is_among(instances, indices) -> np.ndarray:
+    """One flag per instance: is it in ``indices`` (None: nowhere)? A view's selected or highlighted column."""
+    instances = np.asarray(instances)
+    if indices is None:
+        return np.zeros(len(instances), bool)
+    return np.isin(instances, np.asarray(indices))
 
 
 def kernel_loop():

@@ -470,3 +470,22 @@ class ActivationMatrix(View):
         if self.order_mode == "cluster" and len(values):
             return cluster_neurons(values)
         return np.arange(n_neurons, dtype=np.int32)
+
+    def data(self):
+        """The matrix as drawn: one row per row shown (key, label, kind, size), what its cells are
+        (``shown``: the statistic, minus a reference row or a baseline when one is set), then one column
+        per neuron of ``layer`` in the order drawn (``unit 3``, ``channel 3``...)."""
+        import pandas as pd
+
+        shown = self.statistic
+        if self.compared_to:
+            shown += f" change since {self.compared_to}"
+        if self.difference_to:
+            reference = self.rows[self.row_keys.index(self.difference_to)]["label"]
+            shown += f" minus row {reference!r}"
+        order = self.current_order()
+        rows = pd.DataFrame({"row": [r["key"] for r in self.rows], "label": [r["label"] for r in self.rows],
+                             "kind": [r["kind"] for r in self.rows], "size": [r["size"] for r in self.rows],
+                             "layer": self.layer, "shown": shown})
+        cells = pd.DataFrame(self.displayed_values()[:, order], columns=[f"{self.neuron_kind} {n}" for n in order])
+        return pd.concat([rows, cells], axis=1)

@@ -111,6 +111,16 @@ class DoctorReport(View):
             self._unsubscribe = None
         super().close()
 
+    def data(self):
+        """The findings listed, one row per diagnosis: severity, cause, place, step (-1: from the start), title,
+        evidence, message, node, check, symptoms (one line each) and whether it is the finding clicked."""
+        import pandas as pd
+
+        columns = ["severity", "cause", "place", "step", "title", "evidence", "message", "node", "check", "symptoms"]
+        frame = pd.DataFrame(self.findings, columns=columns)
+        frame["symptoms"] = frame["symptoms"].map("\n".join)
+        return frame.assign(selected=frame.index == self.selected_finding)
+
 
 def with_cockpit(panel, report: DoctorReport):
     """A CockpitPanel above its run's live findings; clicking a finding about a layer shows that layer,

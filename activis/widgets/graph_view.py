@@ -81,3 +81,21 @@ class GraphView(View):
 
     def expand_all(self) -> None:
         self.expanded = [p for p, m in self._graph.modules.items() if p and m.children]
+
+    def data(self):
+        """The graph's nodes, one row each in graph order: name, op, module, output shape, whether the store
+        captured it, its marker (the doctor's badge: severity, count, title; a called module's own marker
+        counts) and whether it is the selected node."""
+        import pandas as pd
+
+        rows = []
+        for node in self._graph.nodes:
+            marker = self.markers.get(node.name) or (self.markers.get(node.module_path, {})
+                                                     if node.op == "call_module" else {})
+            rows.append({"name": node.name, "op": node.op, "kind": node.kind, "module": node.module_path,
+                         "shape": None if node.shape is None else tuple(node.shape),
+                         "captured": node.name in self.captured_layers, "marker": marker.get("severity", ""),
+                         "marker_count": marker.get("count", 0), "marker_title": marker.get("title", ""),
+                         "selected": node.name == self.selected_layer})
+        return pd.DataFrame(rows, columns=["name", "op", "kind", "module", "shape", "captured", "marker",
+                                           "marker_count", "marker_title", "selected"])

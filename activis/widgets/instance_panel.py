@@ -9,7 +9,7 @@ from ipywidgets import widget_serialization
 
 from ..analysis import as_indices, sample_instances
 from ._arrays import array_serialization, array_to_json
-from ._base import View, bundle, class_count
+from ._base import View, bundle, class_count, is_among
 from .colours import palette
 from .errors import ViewError, check_index, check_layer, check_neuron, check_same_instances, check_store
 from .selection import Selection
@@ -322,3 +322,16 @@ class InstancePanel(View):
         matrix = np.stack(numbers, axis=1) if numbers else None
         return {"numbers": matrix, "number_names": names, "number_integer": integer, "texts": texts,
                 "features_left_out": left_out}
+
+    def data(self) -> pd.DataFrame:
+        """The instances drawn (`shown`), one row each with the store's fields (classes, confidence, metadata),
+        whether each is pinned, highlighted or marked, and the value it is sorted by when ``sort_by`` is set."""
+        shown = self._shown
+        frame = self._store.instances.iloc[shown].reset_index(drop=True)
+        frame.insert(0, "instance", shown)
+        frame["pinned"] = is_among(shown, self.pinned)
+        frame["highlighted"] = is_among(shown, self.highlighted_indices)
+        frame["marked"] = is_among(shown, self.marked_indices)
+        if self.sort_values is not None:
+            frame[f"sorted by: {self.sort_label or 'values'}"] = self.sort_values[shown]
+        return frame

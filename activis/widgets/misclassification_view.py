@@ -168,3 +168,17 @@ class MisclassificationView(View):
                 selection.set_neuron_highlight(None, "", MISCLASSIFICATION)
             return
         selection.set_neuron_highlight(self.neuron_ids, result.layer, MISCLASSIFICATION)
+
+    def data(self):
+        """The bars shown: one row per neuron (best score first) with its score, departure and evidence, and
+        the instance, layer and classes they explain; empty (same columns) when no instance is explained."""
+        import pandas as pd
+
+        columns = ["instance", "layer", "true_class", "compared_class", "neuron", "score", "departure", "evidence"]
+        result = self._explanation
+        if result is None:
+            return pd.DataFrame(columns=columns)
+        bars = result.neurons.head(self.top)[["score", "departure", "evidence"]].rename_axis("neuron").reset_index()
+        facts = {"instance": result.index, "layer": result.layer, "true_class": self.facts["true_name"],
+                 "compared_class": self.facts["compared_name"]}
+        return bars.assign(**facts)[columns]

@@ -13,7 +13,7 @@ from ..analysis import as_indices
 from ..projection import ProjectionJob, Projector, instance_rows
 from . import colours
 from ._arrays import array_serialization
-from ._base import View, bundle, class_count, kernel_loop
+from ._base import View, bundle, class_count, is_among, kernel_loop
 from .errors import ViewError, check_layer, check_neuron, check_same_instances, check_store, unknown
 from .format import format_number
 from .selection import Selection
@@ -385,6 +385,28 @@ class ProjectionView(View):
         skip = {"label", "pred", "label_name", "pred_name", "confidence", "correct"}
         fields += [[str(c), _short(row[c])] for c in row.index if c not in skip]
         self.hover_details = {"index": int(index), "fields": fields}
+
+
+    def data(self) -> pd.DataFrame:
+        """The map as drawn: one row per instance shown with its position in the ``method`` layout (NaN before
+        the first layout), its true class and prediction, the value it is coloured by (column named after the
+        legend), and whether it is selected (click, lasso, box), highlighted (ringed) or faded by a filter."""
+        rows = np.arange(self._store.n_instances) if self._rows is None else np.asarray(self._rows)
+        table = self._store.instances.iloc[rows]
+        positions = np.full((len(rows), 2), np.nan) if self.positions is None else np.asarray(self.positions)
+        named = {"label": "label_name" if "label_name" in table else "label",
+                 "pred": "pred_name" if "pred_name" in table else "pred"}
+        if self.color_by == "neuron":
+            colour = np.asarray(self._store.activations(self.layer)[rows, self.neuron])
+        else:
+            colour = table[named.get(self.color_by, self.color_by)].to_numpy()
+        return pd.DataFrame({
+            "instance": rows, "x": positions[:, 0], "y": positions[:, 1], "method": self.shown_method,
+            "label": table[named["label"]].to_numpy(), "prediction": table[named["pred"]].to_numpy(),
+            f"colour: {self.legend.get('title', self.color_by)}": colour,
+            "selected": is_among(rows, self.selected_indices), "highlighted": is_among(rows, self.highlighted_indices),
+            "faded": ~is_among(rows, self.filter_indices) if self.filter_indices is not None else False,
+        })
 
 
 def _layout_note(info: dict) -> str:

@@ -16,7 +16,7 @@ from ipywidgets import widget_serialization
 
 from ..dynamics.per_instance import QUANTITIES
 from ._arrays import array_serialization
-from ._base import View, bundle
+from ._base import View, bundle, is_among
 from .errors import ViewError, unknown
 from .selection import Selection, brushed_indices
 
@@ -85,3 +85,10 @@ class SampleQuantitiesView(View):
     @traitlets.validate("brushed")
     def _valid_brushed(self, proposal):
         return brushed_indices(proposal["value"], len(self._frame))
+
+    def data(self) -> pd.DataFrame:
+        """The per-instance quantities drawn, one row per instance (``instance``), at checkpoint ``step``, with
+        whether the brush holds it."""
+        frame = self._frame[self.quantity_names].reset_index(drop=True)
+        frame.insert(0, "instance", np.arange(len(frame)))
+        return frame.assign(step=self.step, brushed=is_among(frame["instance"], self.brushed))

@@ -148,3 +148,13 @@ class SliceSuggestions(View):
                 self.message = f"unknown request {action!r}"
         except Exception as exc:  # noqa: BLE001 - shown in the view
             self.message = f"error: {exc}"
+
+    def data(self):
+        """The suggestions listed, ranked: one row per slice (``suggestion``, the number `adopt` takes) with its
+        statistics (size, fraction, the metric in the slice and overall, lift, p-values) and description; empty
+        before the first search finishes."""
+        import pandas as pd
+
+        if self._report is None:
+            return pd.DataFrame()
+        return self._report.to_frame().rename_axis("suggestion").reset_index()

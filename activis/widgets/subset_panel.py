@@ -85,3 +85,7 @@ class SubsetPanel(View):
                 self.status = f"unknown request {action!r}"
         except Exception as exc:  # noqa: BLE001 - any bad definition is reported in the panel
             self.status = f"error: {exc}"
+
+    def data(self):
+        """The subsets listed: name, definition, size, fraction of the store, and which one is picked."""
+        return self._subsets.table().assign(active=lambda t: t["name"] == self.active)

@@ -54,3 +54,10 @@ class TimelineView(View):
             raise ViewError(f"interval is the milliseconds per checkpoint while playing, at least 50, not "
                             f"{proposal['value']}.")
         return proposal["value"]
+
+    def data(self):
+        """The checkpoints on the slider: their steps, the one shown (``current``) and the one compared to."""
+        import pandas as pd
+
+        steps = pd.Series(self.steps, name="step")
+        return pd.DataFrame({"step": steps, "current": steps == self.step, "compared_to": steps == self.compare_to})
