@@ -27,16 +27,13 @@ from activis.widgets.timeline_view import TimelineView
 @pytest.fixture(scope="module")
 def store(tmp_path_factory):
     rng = np.random.default_rng(0)
-    n = 300
-    labels = np.arange(n) % 3
-    acts = rng.random((n, 6)).astype(np.float32)
-    acts[labels == 1, 4] += 3
-    outputs = np.eye(3, dtype=np.float32)[labels] * 2 + rng.standard_normal((n, 3)).astype(np.float32)
-    source = np.where(np.arange(n) % 4 == 0, "camera", "scan")
-    outputs[source == "camera"] = np.roll(outputs[source == "camera"], 1, axis=1)  # the camera is mostly wrong
-    meta = pd.DataFrame({"source": source, "<b>note</b>": [f"n{i}" for i in range(n)]})
+    labels = np.arange(300) % 3
+    camera = np.arange(300) % 4 == 0  # the camera's instances are mostly misclassified: a slice to find
+    acts = (rng.random((300, 6)) + 3 * np.outer(labels == 1, np.eye(6)[4])).astype(np.float32)
+    outputs = (np.eye(3)[np.where(camera, (labels + 1) % 3, labels)] * 2 + rng.standard_normal((300, 3)))
+    meta = pd.DataFrame({"source": np.where(camera, "camera", "scan")})
     return write_store(tmp_path_factory.mktemp("data") / "s", {"fc": acts, "conv": acts[:, :4] * 2}, labels=labels,
-                       outputs=outputs, class_names=["a", "b", "c"], metadata=meta,
+                       outputs=outputs.astype(np.float32), class_names=["a", "b", "c"], metadata=meta,
                        layer_specs={"fc": LayerSpec(6, "float32"), "conv": LayerSpec(4, "float32", "channel")})
 
 
