@@ -16,6 +16,7 @@ from activis.subsets import Subsets
 from activis.widgets._base import View
 from activis.widgets.activation_matrix import ActivationMatrix
 from activis.widgets.instance_panel import InstancePanel
+from activis.widgets.matrix_stack import MatrixStack
 from activis.widgets.misclassification_view import MisclassificationView
 from activis.widgets.projection_view import ProjectionView
 from activis.widgets.sample_quantities_view import SampleQuantitiesView
@@ -178,3 +179,15 @@ def test_doctor_report_gives_its_findings():
     assert first["severity"] == lead.severity == "error" and first["title"] == lead.title
     assert first["place"] == lead.lead.place_text() and first["node"] == "fc2" and first["selected"]
     assert {"cause", "step", "evidence"} <= set(frame.columns)
+
+
+def test_stacked_layers_give_one_block_of_rows_per_layer(store):
+    stack = MatrixStack(ActivationMatrix(store, "fc"), ["conv"])
+    stack.panels[0].deferred.wait()
+    frame = stack.data()
+    assert frame["layer"].tolist() == ["fc"] * 3 + ["conv"] * 3 and frame["row"].tolist()[3:] == stack.matrix.row_keys
+    conv = np.asarray(store.activations("conv"))
+    np.testing.assert_allclose(frame.loc[5, [f"channel {k}" for k in range(4)]].to_numpy(float),
+                               conv[store.instances.label == 2].mean(0), rtol=1e-5)
+    assert frame.loc[3:, ["unit 4", "unit 5"]].isna().all().all()  # conv has 4 channels, fc 6 units
+    stack.close()

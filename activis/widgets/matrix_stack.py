@@ -151,3 +151,12 @@ class MatrixStack(widgets.VBox):
     def _on_pick(self, change) -> None:
         if change["new"] not in (None, ADD_PROMPT):
             self.add_layer(change["new"])
+
+    def data(self):
+        """Every stacked matrix's `ActivationMatrix.data`, top to bottom: one block of the same rows per layer
+        (column ``layer``). Neuron columns are each layer's own ("unit 3" of that layer, NaN past its width);
+        a panel's own ``data()`` keeps its neurons in the order drawn. A row still computed in the background
+        shows NaN (``panel.deferred.wait()`` first)."""
+        import pandas as pd
+
+        return pd.concat([m.data() for m in (self.matrix, *self.panels)], ignore_index=True)
