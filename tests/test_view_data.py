@@ -69,6 +69,8 @@ def test_matrix_rows_are_the_stores_subset_means_in_the_order_drawn(store):
     m.statistic = "std"
     frame = m.data()
     assert frame["shown"].iloc[0] == "std minus row 'true a'"
+    m.cluster()
+    assert list(m.data().columns[6:]) == [f"unit {k}" for k in m.neuron_order]
     np.testing.assert_allclose(frame.iloc[0, 6:].to_numpy(float), 0, atol=1e-6)
     m.close()
 

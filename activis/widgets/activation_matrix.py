@@ -483,7 +483,7 @@ class ActivationMatrix(View):
         if self.difference_to:
             reference = self.rows[self.row_keys.index(self.difference_to)]["label"]
             shown += f" minus row {reference!r}"
-        order = self.current_order()
+        order = self.current_order() if self.neuron_order is None else np.asarray(self.neuron_order)  # as drawn
         rows = pd.DataFrame({"row": [r["key"] for r in self.rows], "label": [r["label"] for r in self.rows],
                              "kind": [r["kind"] for r in self.rows], "size": [r["size"] for r in self.rows],
                              "layer": self.layer, "shown": shown})
