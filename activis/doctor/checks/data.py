@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from .. import inputs
 from .base import Check, Skip
 
 
@@ -40,7 +41,7 @@ class InputScale(Check):
     cause = "input_scale"
 
     def run(self, ctx):
-        X = ctx.data.X
+        X = inputs.main(ctx.data.X)
         if not X.dtype.is_floating_point:
             raise Skip("the inputs are integers (token ids or categories), not a scale question")
         dims = [d for d in range(X.dim()) if d != (X.dim() - 1 if X.dim() == 3 else min(1, X.dim() - 1))]
@@ -173,7 +174,7 @@ class ConflictingDuplicates(Check):
     cause = "conflicting_labels"
 
     def run(self, ctx):
-        X, Y = ctx.data.order_X, ctx.data.order_Y
+        X, Y = inputs.flat(ctx.data.order_X), ctx.data.order_Y
         conflict = conflicting_rows(X, Y)
         count = int(conflict.sum())
         if not count:
@@ -199,8 +200,8 @@ class TrainTestOverlap(Check):
         test = ctx.test_data
         if test is None:
             raise Skip("no test data given (pass test_data=...)")
-        train = ctx.data.order_X.reshape(len(ctx.data.order_X), -1).float()[:4000]
-        tx = test.order_X.reshape(len(test.order_X), -1).float()[:1000]
+        train = inputs.flat(ctx.data.order_X).float()[:4000]
+        tx = inputs.flat(test.order_X).float()[:1000]
         if train.shape[1] != tx.shape[1]:
             raise Skip(f"training rows have {train.shape[1]} values, test rows {tx.shape[1]}")
         mean, std = train.mean(0), train.std(0)

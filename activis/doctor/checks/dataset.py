@@ -7,7 +7,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from .base import Check, Skip
+from .. import inputs
+from .base import Check, Skip, same_values
 
 
 def _stump_accuracy(feature: np.ndarray, labels: np.ndarray, classes: int) -> float:
@@ -30,7 +31,7 @@ class Leakage(Check):
     accuracy = 0.995
 
     def run(self, ctx):
-        X, Y = ctx.data.order_X, ctx.data.order_Y
+        X, Y = inputs.main(ctx.data.order_X), ctx.data.order_Y
         if X.dim() != 2 or X.shape[1] > 2000 or len(X) < 100 or Y.dim() != 1:
             raise Skip("needs tabular inputs (samples x features, at most 2000) and one target per sample")
         x = X.double().numpy()
@@ -70,7 +71,7 @@ class BlankInputs(Check):
     share = 0.02
 
     def run(self, ctx):
-        X = ctx.data.order_X
+        X = inputs.main(ctx.data.order_X)
         flat = X.reshape(len(X), -1)
         if flat.shape[1] < 4:
             raise Skip("fewer than 4 values per sample")
@@ -126,18 +127,19 @@ class BatchDependence(Check):
     cause = "batch_dependence"
 
     def run(self, ctx):
-        x = ctx.x[:16]
-        if len(x) < 4:
+        x = inputs.first(ctx.x, 16)
+        batch = inputs.count(x)
+        if batch < 4:
             raise Skip("needs a batch of at least 4")
         values = ctx.record(x)
         out = values.get(ctx.output_node())
         if out is None:
             out = ctx.output(x)
-        alone = ctx.output(x[:1])
-        if not torch.equal(alone, ctx.output(x[:1])):
+        alone = ctx.output(inputs.first(x, 1))
+        if not same_values(alone, ctx.output(inputs.first(x, 1))):
             raise Skip("the output is random in eval mode (see randomness)")
         out = out.detach().float()
-        if out.shape[0] != len(x) or alone.shape[1:] != out.shape[1:]:
+        if out.shape[0] != batch or alone.shape[1:] != out.shape[1:]:
             raise Skip("the output has no batch dimension")
         gap = float((alone.float() - out[:1]).abs().max())
         scale = float(out.abs().max()) + 1e-6
@@ -145,16 +147,16 @@ class BatchDependence(Check):
             gap = float("inf")  # finite in a batch, NaN/Inf alone: a statistic over the batch (std of one sample)
         if not gap > 1e-3 * scale:
             return []
-        solo = ctx.record(x[:1])
+        solo = ctx.record(inputs.first(x, 1))
         node = None
         for n in ctx.graph.nodes:
             a, b = values.get(n.name), solo.get(n.name)
-            if a is None or b is None or a.dim() == 0 or b.shape[1:] != a.shape[1:] or a.shape[0] != len(x) \
+            if a is None or b is None or a.dim() == 0 or b.shape[1:] != a.shape[1:] or a.shape[0] != batch \
                     or not a.dtype.is_floating_point:
                 continue
             differ = (a[:1] - b).abs()
             if not bool(torch.isfinite(differ).all()) or float(differ.max()) > 1e-3 * (float(a.abs().max()) + 1e-6):
-                node = _mixer(ctx.graph, values, n.name, len(x)) or n.name
+                node = _mixer(ctx.graph, values, n.name, batch) or n.name
                 break
         return [self.finding(
             "error", f"Sample 0's output changes by {gap:.3g} when the rest of its batch changes (eval mode)"

@@ -6,6 +6,7 @@ import math
 
 import torch
 
+from .. import inputs
 from .base import Check, Skip
 from .data import conflicting_rows
 
@@ -21,10 +22,10 @@ class OverfitBatch(Check):
 
     def run(self, ctx):
         x, y = ctx.data.take(100)
-        conflicting = conflicting_rows(x, y)
+        conflicting = conflicting_rows(inputs.flat(x), y)
         if conflicting.any():
-            x, y = x[~conflicting], y[~conflicting]
-        if len(x) < 2:
+            x, y = inputs.take(x, ~conflicting), y[~conflicting]
+        if len(y) < 2:
             raise Skip("fewer than 2 samples without conflicting labels")
         if y.dtype.is_floating_point and y.dim() >= 2 and bool(((y > 0) & (y < 1)).any()):
             raise Skip("soft targets (mixup, distillation) keep the loss above zero")
@@ -35,7 +36,7 @@ class OverfitBatch(Check):
         if not math.isfinite(first) or first <= 0:
             raise Skip(f"the first loss is {first:.4g}, not positive (see loss_sign, non_finite)")
         last = losses[-1]
-        floor = _floor(ctx.loss_fn, ctx.output(x[:1]))
+        floor = _floor(ctx.loss_fn, ctx.output(inputs.first(x, 1)))
         reached = math.isfinite(last) and min(losses) <= floor + self.target * (first - floor)
         if not reached and any(not p.requires_grad for p in ctx.model.parameters()):
             raise Skip("part of the model is frozen on purpose: it need not memorise a batch")
@@ -45,12 +46,12 @@ class OverfitBatch(Check):
             raise Skip(f"stopped by train_seconds after {len(losses)} of {ctx.steps} steps (loss {first:.4g} -> "
                        f"{min(losses):.4g}); give checkup more train_seconds")
         return [self.finding(
-            "error", f"Trained on {len(x)} samples for {len(losses)} steps, the loss only went from "
+            "error", f"Trained on {len(y)} samples for {len(losses)} steps, the loss only went from "
             f"{first:.4g} to {min(losses):.4g}: the model cannot memorise one small batch.",
             "Look for a layer that is skipped or overwritten, a bottleneck or final activation that cannot "
             "express the targets (a ReLU before a regression output, a too narrow layer), or a "
             "non-differentiable step; a model must memorise 100 samples before it can learn thousands.",
-            evidence={"samples": len(x), "steps": len(losses), "first_loss": first, "best_loss": min(losses),
+            evidence={"samples": len(y), "steps": len(losses), "first_loss": first, "best_loss": min(losses),
                       "excluded_conflicting": int(conflicting.sum())}, place="model", node=ctx.output_node())]
 
 
@@ -66,12 +67,12 @@ class LabelCoupling(Check):
         X, Y = ctx.data.X, ctx.data.Y
         if any(not p.requires_grad for p in ctx.model.parameters()):
             raise Skip("part of the model is frozen on purpose: a short run on a copy says little about it")
-        n = min(len(X), 400)
+        n = min(len(Y), 400)
         if n < 60:
-            raise Skip(f"needs at least 60 samples to hold some out, got {len(X)}")
+            raise Skip(f"needs at least 60 samples to hold some out, got {len(Y)}")
         order = torch.randperm(n, generator=torch.Generator().manual_seed(ctx.seed))
         train, held = order[: n // 2], order[n // 2:]
-        xt, yt, xh, yh = X[train], Y[train], X[held], Y[held]
+        xt, yt, xh, yh = inputs.take(X, train), Y[train], inputs.take(X, held), Y[held]
         shuffled = yt[torch.randperm(len(yt), generator=torch.Generator().manual_seed(ctx.seed + 1))]
         real, _, real_curve = ctx.trained_copy(xt, yt, self.steps, held=(xh, yh))
         _, _, control_curve = ctx.trained_copy(xt, shuffled, self.steps, held=(xh, yh))
@@ -94,7 +95,7 @@ class LabelCoupling(Check):
         why = ("it predicts held-out samples no better than a copy trained on shuffled labels"
                if not beats_control else "it predicts held-out samples no better than the base rate")
         return [self.finding(
-            "error", f"Trained on {len(xt)} samples, {why}: the labels look decoupled from the inputs.",
+            "error", f"Trained on {len(yt)} samples, {why}: the labels look decoupled from the inputs.",
             "Check that inputs and labels are shuffled and split together (one permutation for both, or a "
             "Dataset returning (x, y) pairs), and that no sample weight zeroes most of the data.",
             evidence=evidence, place="data", where="labels")]
@@ -118,7 +119,7 @@ def _best(curve: list[float]) -> float:
 def _out(model, x):
     from ..context import first_tensor
 
-    return first_tensor(model(x))
+    return first_tensor(inputs.call(model, x))
 
 
 def _base_rate_loss(ctx, out: torch.Tensor, yt: torch.Tensor, yh: torch.Tensor) -> float | None:

@@ -14,6 +14,7 @@ import warnings
 
 import torch
 
+from .. import inputs
 from ..context import first_tensor
 from .base import Check, Skip
 
@@ -126,7 +127,7 @@ class OptimizerSettings(Check):
             for _ in range(self.steps):
                 before = [p.detach().clone() for p in params]
                 opt.zero_grad(set_to_none=True)
-                loss = ctx.loss(first_tensor(model(ctx.x)), ctx.y)
+                loss = ctx.loss(first_tensor(inputs.call(model, ctx.x)), ctx.y)
                 losses.append(float(loss.detach()))
                 if not math.isfinite(losses[-1]):
                     break
