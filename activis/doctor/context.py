@@ -54,7 +54,7 @@ class Data:
             X, Y, W = self._from_loader(data, max(max_samples, _ORDER_LIMIT // 5))
         elif isinstance(data, Mapping):  # columns: a tokenizer's output with its labels
             X, Y, W = inputs.split(data, _tensor)
-        elif isinstance(data, tuple | list) and data and isinstance(data[0], Mapping):  # a list of dict items
+        elif isinstance(data, tuple | list) and data and all(isinstance(d, Mapping) for d in data[:3]):  # dict items
             X, Y, W = _items(data[:_ORDER_LIMIT])
         elif isinstance(data, tuple | list) and len(data) in (2, 3):
             X, Y, W = inputs.split(data, _tensor)

@@ -247,8 +247,10 @@ class VanishingGradients(Watcher):
 
 class UpdateBlindSpots(Watcher):
     """Parameters whose relative update ||dtheta|| / ||theta|| stays below 1e-5 (DeepInsight's blind spots), or
-    above 0.1, over 20 tracked steps; or one of the first updates above half the layer's size (a step that
-    large throws the layer away: its ReLUs die and it then stalls, which must not read as "too low")."""
+    above 0.1 while the loss has stopped falling, over 20 tracked steps; or one of the first updates above half
+    the layer's size (a step that large throws the layer away: its ReLUs die and it then stalls, which must not
+    read as "too low"). Large steps on small weights (a transformer's 0.02-std initialisation under Adam's
+    ~lr-per-weight step) that keep the loss falling are a fast rate that works, not one too high."""
 
     id, title, cause = "update_size", "Weight-change blind spots", "learning_rate_too_low"
     window, low, high = 20, 1e-5, 0.1
@@ -259,11 +261,14 @@ class UpdateBlindSpots(Watcher):
         super().__init__(doctor)
         self.ratios: dict[str, deque] = {}
         self.calls, self.norms = 0, []
+        self.losses: deque = deque(maxlen=2 * self.window)
         norms = torch._foreach_norm([p.detach() for _, p in doctor.params])
         self.initial = doctor.layer_norms([float(n) for n in norms])  # a zero-initialised layer has no size to lose
 
     def observe(self, step, values):
         updates = values.get("UpdateSize")
+        if finite(values.get("Loss")):
+            self.losses.append(float(values["Loss"]))
         if not isinstance(updates, list) or self.doctor.warming or not any(u for u in updates if finite(u)):
             return []  # no step at all here (gradient accumulation): MissingStep's business
         if self.calls % 10 == 0:  # ||theta|| moves slowly: one pass over the parameters every 10 steps
@@ -292,7 +297,8 @@ class UpdateBlindSpots(Watcher):
             if len(history) < self.window:
                 continue
             median = statistics.median(history)
-            if (median < self.low and not self.doctor.annealed) or (median > self.high and self.calls > self.settle):
+            if (median < self.low and not self.doctor.annealed) or (
+                    median > self.high and self.calls > self.settle and not self._loss_falling()):
                 stalled = median < self.low
                 found.append(self.finding(
                     "warning", f"{layer}'s weights change by {median:.2g} of their size per step "
@@ -303,6 +309,13 @@ class UpdateBlindSpots(Watcher):
                     step - self.window + 1, evidence={"median_relative_update": median}, place="module",
                     where=layer, node=layer, cause=None if stalled else "learning_rate_too_high"))
         return found
+
+    def _loss_falling(self) -> bool:
+        """The median loss of the last window is clearly below the window's before (no loss logged: unknown)."""
+        if len(self.losses) < self.losses.maxlen:
+            return False
+        losses = list(self.losses)
+        return statistics.median(losses[self.window:]) < 0.95 * statistics.median(losses[:self.window])
 
 
 class StepSize(Watcher):

@@ -12,11 +12,25 @@ from .base import Check, Skip, same_values
 
 
 def _stump_accuracy(feature: np.ndarray, labels: np.ndarray, classes: int) -> float:
-    """How well the label is predicted from this one feature alone: the majority label per quantile bin."""
+    """How well the label is predicted from this one feature alone: the majority label per value (a feature of
+    few values), else the best of equal-count bins and of a tree of 2 leaves per class whose cuts fall between
+    the classes wherever they lie (equal-count bins straddle classes of other sizes)."""
     _, bins = np.unique(feature, return_inverse=True)
-    if bins.max() + 1 > 4 * classes:  # a continuous feature: quantile bins
-        edges = np.quantile(feature, np.linspace(0, 1, 4 * classes + 1)[1:-1])
-        bins = np.searchsorted(edges, feature)
+    if bins.max() + 1 <= 4 * classes:
+        return _majority(bins, labels, classes)
+    edges = np.quantile(feature, np.linspace(0, 1, 4 * classes + 1)[1:-1])
+    accuracy = _majority(np.searchsorted(edges, feature), labels, classes)
+    if accuracy < 0.9:  # far from a leak either way: not worth a tree
+        return accuracy
+    from sklearn.tree import DecisionTreeClassifier
+
+    rows = np.random.default_rng(0).permutation(len(labels))[:5000]
+    tree = DecisionTreeClassifier(max_leaf_nodes=2 * classes, random_state=0)
+    tree.fit(feature[rows, None], labels[rows])
+    return max(accuracy, float(tree.score(feature[rows, None], labels[rows])))
+
+
+def _majority(bins: np.ndarray, labels: np.ndarray, classes: int) -> float:
     table = np.zeros((bins.max() + 1, classes))
     np.add.at(table, (bins, labels), 1)
     return float(table.max(1).sum() / len(labels))

@@ -42,6 +42,9 @@ class OverfitBatch(Check):
             raise Skip("part of the model is frozen on purpose: it need not memorise a batch")
         if reached:
             return []
+        if _still_falling(losses, floor):
+            raise Skip(f"the loss was still falling steadily after {len(losses)} steps ({first:.4g} -> "
+                       f"{min(losses):.4g}): slow, not unable; give checkup more steps")
         if ctx.out_of_time:
             raise Skip(f"stopped by train_seconds after {len(losses)} of {ctx.steps} steps (loss {first:.4g} -> "
                        f"{min(losses):.4g}); give checkup more train_seconds")
@@ -99,6 +102,16 @@ class LabelCoupling(Check):
             "Check that inputs and labels are shuffled and split together (one permutation for both, or a "
             "Dataset returning (x, y) pairs), and that no sample weight zeroes most of the data.",
             evidence=evidence, place="data", where="labels")]
+
+
+def _still_falling(losses: list[float], floor: float) -> bool:
+    """Whether the last third of the run still cut the loss by over a quarter: a model that cannot memorise
+    stalls well before the end (a bottleneck, a cut gradient); one that is only slow is still on its way."""
+    third = len(losses) // 3
+    if third < 5:
+        return False
+    before, last = min(losses[:-third]), min(losses[-third:])
+    return math.isfinite(last) and last - floor < 0.75 * (before - floor)
 
 
 def _floor(loss_fn, out) -> float:
