@@ -305,7 +305,7 @@ class DictItems(Dataset):
     def __init__(self, ids, labels, left=False):
         mask = (ids != 0).long()
         if left:  # decoder models are fed left-padded
-            order = torch.sort(mask, 1, stable=True).indices
+            order = torch.sort(mask, dim=1, stable=True).indices
             ids, mask = ids.gather(1, order), mask.gather(1, order)
         self.ids, self.mask, self.labels = ids, mask, labels
 
@@ -328,7 +328,8 @@ def _gpt2():
     import transformers
 
     config = transformers.GPT2Config(vocab_size=50, n_embd=32, n_layer=2, n_head=2, n_positions=32, num_labels=2,
-                                     pad_token_id=0, use_cache=False)
+                                     pad_token_id=0, bos_token_id=1, eos_token_id=2,
+                                     use_cache=False)
     return transformers.GPT2ForSequenceClassification(config)  # its own scaled residual initialisation
 
 

@@ -122,3 +122,51 @@ def test_large_updates_are_a_rate_too_high_only_while_the_loss_has_stopped_falli
         falling.observe(step, {**healthy(step), "UpdateSize": large(step)})
     assert any(f.check == "update_size" and f.cause == "learning_rate_too_high" for f in stalled.findings)
     assert not [f for f in falling.findings if f.check == "update_size"]
+
+
+def test_dead_relus_are_judged_as_training_meets_them_so_an_untrained_batchnorm_on_raw_features_is_not_dead():
+    class BNFirst(nn.Module):
+        def __init__(self, bias=0.0):
+            super().__init__()
+            self.net = nn.Sequential(nn.BatchNorm1d(30), nn.Linear(30, 64), nn.BatchNorm1d(64), nn.ReLU(),
+                                     nn.Linear(64, 2))
+            nn.init.constant_(self.net[2].bias, bias)  # BatchNorm's shift: negative sends every unit below 0
+
+        def forward(self, x):
+            return self.net(x)
+
+    torch.manual_seed(0)
+    twin = checkup(**_setup(BNFirst(), _raw_cancer()), checks=["dead_relu"])
+    assert twin.findings == [] and twin.ran == ["dead_relu"]
+    bug = checkup(**_setup(BNFirst(bias=-10.0), _raw_cancer()), checks=["dead_relu"])
+    assert _found(bug, "dead_relu") == ["net.3"]
+
+
+def _first_layer_gradient(grad):
+    return lambda step: {**healthy(step), "GradNorm": [grad(step), 0.0, 0.3, 0.1, 0.4, 0.1]}
+
+
+def test_a_first_layer_gradient_that_stays_tiny_vanishes_but_one_growing_from_near_zero_wakes_up():
+    for grad, vanishes in ((lambda s: 1e-7, True), (lambda s: 1e-7 * 1.15 ** s, False)):
+        doctor = doctor_for()
+        for step in range(120):
+            doctor.observe(step, _first_layer_gradient(grad)(step))
+        assert any(f.check == "vanishing_gradients" for f in doctor.findings) == vanishes
+
+
+def test_a_gradient_that_jumps_explodes_but_one_growing_gradually_while_the_loss_falls_does_not():
+    def sudden(step):
+        return 0.5 * (1e4 if step >= 60 else 1)
+
+    def gradual(step):  # a thousandfold over 100 steps, as attention learns to attend
+        return 5e-3 * 1.08 ** min(step, 100)
+
+    for grad, explodes in ((sudden, True), (gradual, False)):
+        doctor = doctor_for()
+        for step in range(150):
+            doctor.observe(step, _first_layer_gradient(grad)(step))
+        assert any(f.check == "exploding_gradients" for f in doctor.findings) == explodes
+    stalled = doctor_for()
+    for step in range(150):
+        stalled.observe(step, {**_first_layer_gradient(gradual)(step), "Loss": 1.0 + 0.01 * math.sin(step)})
+    assert any(f.check == "exploding_gradients" for f in stalled.findings)

@@ -188,7 +188,7 @@ class Saturation(Check):
     fraction = 0.5
 
     def run(self, ctx):
-        values = ctx.record(inputs.first(ctx.data.X, 256))
+        values = ctx.record(inputs.first(ctx.data.X, 256), train=True, seed=ctx.seed)  # as training meets them
         findings = []
         for n in ctx.graph.nodes:
             op = kind_of(n)
@@ -208,7 +208,9 @@ class Saturation(Check):
 
 
 class DeadReLU(Check):
-    """ReLU units that are never active on the sample (>= 256 samples where available).
+    """ReLU units that are never active on the sample (>= 256 samples where available), in training mode: an
+    untrained BatchNorm's running statistics (0 and 1) leave raw inputs unnormalised in eval mode, which
+    training never sees.
 
     Over 40 %: PyTorch's default initialisation leaves up to about 22 % of a second 64-unit layer dead
     on the digits (30 seeds), He initialisation fewer; a bias or weight scale gone wrong, most or all."""
@@ -220,7 +222,7 @@ class DeadReLU(Check):
     def run(self, ctx):
         x = inputs.first(ctx.data.X, 256)
         samples = inputs.count(x)
-        values = ctx.record(x)
+        values = ctx.record(x, train=True, seed=ctx.seed)  # as training meets them (below)
         findings = []
         for n in ctx.graph.nodes:
             if kind_of(n) != "relu" or n.name not in values:
