@@ -170,3 +170,14 @@ def test_a_gradient_that_jumps_explodes_but_one_growing_gradually_while_the_loss
     for step in range(150):
         stalled.observe(step, {**_first_layer_gradient(gradual)(step), "Loss": 1.0 + 0.01 * math.sin(step)})
     assert any(f.check == "exploding_gradients" for f in stalled.findings)
+
+
+def test_the_optimizer_trial_runs_with_a_metric_driven_schedule_and_with_an_optimizer_of_another_model():
+    setup = _setup(MLP(64, 10), digits())
+    plateau = torch.optim.lr_scheduler.ReduceLROnPlateau(setup["optimizer"])
+    report = checkup(**setup, scheduler=plateau, checks=["optimizer_settings"])
+    assert report.failed == {} and report.ran == ["optimizer_settings"] and report.findings == []
+    other = MLP(64, 10)
+    report = checkup(MLP(64, 10), digits(), nn.CrossEntropyLoss(), torch.optim.Adam(other.parameters()),
+                     checks=["optimizer", "optimizer_settings"])
+    assert report.failed == {} and [f.check for f in report.findings] == ["optimizer"]

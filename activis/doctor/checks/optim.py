@@ -47,6 +47,18 @@ def schedule(optimizer, scheduler, steps: int) -> list[list[float]]:
     return rates
 
 
+def _steps_on_a_metric(scheduler) -> bool:
+    """ReduceLROnPlateau and its kind: step(metric), driven by a validation score the checks do not have."""
+    import inspect
+
+    try:
+        params = list(inspect.signature(scheduler.step).parameters.values())
+    except (TypeError, ValueError):
+        return False
+    return bool(params) and params[0].default is inspect.Parameter.empty and params[0].kind in (
+        inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+
+
 class OptimizerSettings(Check):
     """Learning rate, weight decay and momentum within the orders of magnitude that train, read from the
     schedule's first steps; and a few steps on a copy that do not blow the weights up."""
@@ -141,7 +153,7 @@ class OptimizerSettings(Check):
                     break
                 loss.backward()
                 opt.step()
-                if sched is not None:
+                if sched is not None and not _steps_on_a_metric(sched):
                     sched.step()
                 moved = math.sqrt(sum(float((p.detach() - b).pow(2).sum()) for p, b in zip(params, before)))
                 size = math.sqrt(sum(float(b.pow(2).sum()) for b in before))
@@ -153,7 +165,7 @@ class OptimizerSettings(Check):
         blown = not all(math.isfinite(v) for v in losses) or (len(losses) > 2 and losses[-1] > 10 * losses[0] + 1)
         median = sorted(ratios)[len(ratios) // 2] if ratios else 0.0
         crawl = sorted(at_peak)[len(at_peak) // 2] if at_peak else None
-        if not blown and crawl is not None and crawl < _CRAWL:
+        if not blown and crawl is not None and 0 < crawl < _CRAWL:  # 0: nothing moved (see optimizer)
             return [self.finding(
                 "warning", f"Each step of {type(opt).__name__} on a copy changes the weights by {crawl:.2g} of their "
                 f"size at the learning rate's peak ({adaptive_peak:.3g}): they would need over "
