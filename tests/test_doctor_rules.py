@@ -181,3 +181,17 @@ def test_the_optimizer_trial_runs_with_a_metric_driven_schedule_and_with_an_opti
     report = checkup(MLP(64, 10), digits(), nn.CrossEntropyLoss(), torch.optim.Adam(other.parameters()),
                      checks=["optimizer", "optimizer_settings"])
     assert report.failed == {} and [f.check for f in report.findings] == ["optimizer"]
+
+
+def test_label_smoothing_with_class_weights_sets_the_overfit_floor_from_the_loss_itself():
+    X, y = digits(n=1000)
+    keep = y >= 3  # rare classes 0..2: one sample in eight kept, weighted up by inverse frequency
+    keep |= np.arange(len(y)) % 8 == 0
+    X, y = X[keep], y[keep]
+    weight = torch.tensor(len(y) / (10 * np.bincount(y, minlength=10)), dtype=torch.float32)
+    twin = checkup(**_setup(MLP(64, 10), (X, y), loss=nn.CrossEntropyLoss(weight=weight, label_smoothing=0.1)),
+                   checks=["overfit_batch"])
+    assert twin.ran == ["overfit_batch"] and twin.findings == []
+    bug = checkup(**_setup(MLP(64, 10, bug="times_zero"), (X, y),
+                           loss=nn.CrossEntropyLoss(weight=weight, label_smoothing=0.1)), checks=["overfit_batch"])
+    assert _found(bug, "overfit_batch") == ["model"]

@@ -36,7 +36,7 @@ class OverfitBatch(Check):
         if not math.isfinite(first) or first <= 0:
             raise Skip(f"the first loss is {first:.4g}, not positive (see loss_sign, non_finite)")
         last = losses[-1]
-        floor = _floor(ctx.loss_fn, ctx.output(inputs.first(x, 1)))
+        floor = _floor(ctx, ctx.output(inputs.first(x, 1)), y)
         reached = math.isfinite(last) and min(losses) <= floor + self.target * (first - floor)
         if not reached and any(not p.requires_grad for p in ctx.model.parameters()):
             raise Skip("part of the model is frozen on purpose: it need not memorise a batch")
@@ -114,12 +114,21 @@ def _still_falling(losses: list[float], floor: float) -> bool:
     return math.isfinite(last) and last - floor < 0.75 * (before - floor)
 
 
-def _floor(loss_fn, out) -> float:
-    """The lowest loss reachable: 0, or label smoothing's entropy (Karpathy's floor for cross-entropy)."""
-    eps = float(getattr(loss_fn, "label_smoothing", 0.0) or 0.0)
+def _floor(ctx, out, y) -> float:
+    """The lowest loss reachable: 0, or with label smoothing the user's loss at the smoothed targets' own
+    log-probabilities (with class weights torch weighs the smoothing term by every class's weight, so the
+    entropy alone is below what any prediction reaches); the entropy where that cannot be formed."""
+    eps = float(getattr(ctx.loss_fn, "label_smoothing", 0.0) or 0.0)
     if eps <= 0 or out.dim() < 2:
         return 0.0
     c = out.shape[1]
+    if out.dim() == 2 and y.dim() == 1 and not y.dtype.is_floating_point:
+        smoothed = torch.full((len(y), c), eps / c)
+        smoothed[torch.arange(len(y)), y.clamp(0, c - 1)] += 1 - eps
+        with torch.no_grad():
+            value = float(ctx.loss(smoothed.log().to(out.dtype), y))
+        if math.isfinite(value):
+            return value
     high, low = 1 - eps + eps / c, eps / c
     return -(high * math.log(high) + (c - 1) * low * math.log(low))
 
