@@ -195,3 +195,13 @@ def test_label_smoothing_with_class_weights_sets_the_overfit_floor_from_the_loss
     bug = checkup(**_setup(MLP(64, 10, bug="times_zero"), (X, y),
                            loss=nn.CrossEntropyLoss(weight=weight, label_smoothing=0.1)), checks=["overfit_batch"])
     assert _found(bug, "overfit_batch") == ["model"]
+
+
+def test_label_coupling_compares_held_out_losses_above_label_smoothings_floor():
+    X, y = digits()
+    loss = nn.CrossEntropyLoss(label_smoothing=0.3)
+    twin = checkup(**_setup(MLP(64, 10), (X, y), loss=loss), checks=["label_coupling"])
+    assert twin.ran == ["label_coupling"] and twin.findings == []
+    shuffled = np.random.default_rng(0).permutation(y)
+    bug = checkup(**_setup(MLP(64, 10), (X, shuffled), loss=loss), checks=["label_coupling"])
+    assert _found(bug, "label_coupling") == ["labels"]
