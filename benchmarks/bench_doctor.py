@@ -38,6 +38,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from bench_cockpit import CONFIGS, Runner, digits_28, mlp  # noqa: E402
 from doctor_cases import CASES, HEALTHY  # noqa: E402
+from doctor_recipes import RECIPES  # noqa: E402
 from doctor_runs import healthy_runs, planted_runs  # noqa: E402
 
 import activis  # noqa: E402
@@ -75,7 +76,7 @@ def planted(seeds: int, first: int = 0) -> None:
                 alarms.append((f"twin of {case.name}", seed, [(f.check, f.where or f.place) for f in loud]))
             print(f"  seed {seed}  {case.arch:3s}  {case.name:40s} {'found' if case.found(report) else 'MISSED':6s}"
                   f"  twin {'silent' if not loud else 'ALARM'}  {times[-2][0]:5.1f} s / {seconds:5.1f} s", flush=True)
-        for name, make in HEALTHY.items():
+        for name, make in {**HEALTHY, **RECIPES}.items():
             torch.manual_seed(seed)
             report, seconds = timed_checkup(make(seed))
             times.append((seconds, name))
@@ -88,7 +89,7 @@ def planted(seeds: int, first: int = 0) -> None:
     bugs = len(CASES) * seeds
     covered = sorted({c.check for c in CASES})
     print(f"\nplanted bugs: {len(CASES)} set-ups x {seeds} seed(s) = {bugs}, covering {len(covered)} checks; "
-          f"healthy: {healthy_runs} runs ({len(CASES)} twins + {len(HEALTHY)} recipes per seed)")
+          f"healthy: {healthy_runs} runs ({len(CASES)} twins + {len(HEALTHY) + len(RECIPES)} recipes per seed)")
     print(f"recall (right check, right place): {found}/{bugs} = {found / bugs:.1%}   (target >= 95 %)")
     print(f"false alarms (errors/warnings on healthy runs): {len(alarms)}/{healthy_runs} = "
           f"{len(alarms) / healthy_runs:.1%}   (target <= 5 %); notes on healthy runs: {notes}")
@@ -148,18 +149,22 @@ def watched(seeds: int, first: int = 0) -> None:
 
 
 def transformer_checkup_time() -> None:
-    """The full checkup of a small BERT (transformers, from a config: no download) on token ids."""
+    """The full checkup of a small BERT (transformers, from a config: no download) on a Dataset of dict items
+    (input_ids, attention_mask, labels), as a Hugging Face fine-tune feeds it."""
     import transformers
 
     torch.manual_seed(0)
     config = transformers.BertConfig(vocab_size=60, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
                                      intermediate_size=64, max_position_embeddings=16, num_labels=3)
     model = transformers.BertForSequenceClassification(config)
-    ids = torch.randint(0, 60, (400, 12))
-    setup = {"model": model, "data": (ids, ids[:, 0] % 3), "loss_fn": torch.nn.CrossEntropyLoss(),
+    ids = torch.randint(1, 60, (400, 12))
+    mask = (torch.arange(12) < torch.randint(3, 13, (400, 1))).long()
+    items = [{"input_ids": ids[i] * mask[i], "attention_mask": mask[i], "labels": int(ids[i, 0]) % 3}
+             for i in range(400)]
+    setup = {"model": model, "data": items, "loss_fn": torch.nn.CrossEntropyLoss(),
              "optimizer": torch.optim.AdamW(model.parameters(), lr=1e-3)}
     report, seconds = timed_checkup(setup)
-    print(f"\ncheckup of a small BERT (2 layers, hidden 32, 400 samples of 12 tokens): {seconds:.1f} s   "
+    print(f"\ncheckup of a small BERT (2 layers, hidden 32, 400 dict items of 3-12 tokens): {seconds:.1f} s   "
           f"(target <= 30 s); {report.summary()}")
 
 

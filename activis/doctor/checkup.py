@@ -9,6 +9,7 @@ import time
 import torch
 from torch import nn
 
+from . import inputs
 from .checks import BEFORE_TRAINING, CHECKS, LEARNING, Skip
 from .context import CheckContext, Data, first_tensor
 from .findings import DoctorError, Report
@@ -66,9 +67,9 @@ def checkup(model: nn.Module, data, loss_fn, optimizer=None, *, scheduler=None, 
     chosen = _chosen(checks)
     sample = Data(data, max_samples, seed)
     test = Data(test_data, max_samples, seed) if test_data is not None else None
-    if test is not None and tuple(test.X.shape[1:]) != tuple(sample.X.shape[1:]):
-        raise DoctorError(f"test_data's inputs have shape {list(test.X.shape[1:])} per sample but data's have "
-                          f"{list(sample.X.shape[1:])}: give test_data from the same features as data")
+    if test is not None and not inputs.same_form(test.X, sample.X):
+        raise DoctorError(f"test_data's inputs have shape {inputs.describe(test.X)} per sample but data's have "
+                          f"{inputs.describe(sample.X)}: give test_data from the same features as data")
     ctx = CheckContext(model, sample, loss_fn, optimizer, test, batch_size=batch_size, seed=seed, steps=steps,
                        train_seconds=train_seconds, scheduler=scheduler)
     findings, skipped, failed, ran, seconds = [], {}, {}, [], {}

@@ -12,16 +12,19 @@ import contextlib
 import copy
 import time
 import warnings
+from collections.abc import Mapping
 
 import numpy as np
 import torch
 from torch import nn
 
-from ..graph import ComputationGraph, GraphTraceWarning, extract_graph
+from ..graph import ComputationGraph, GraphTraceWarning, call_arguments, extract_graph
+from . import inputs
 from .findings import DoctorError
 
 _ORDER_LIMIT = 20_000  # rows kept in order for the data checks (hashing, order)
-_DATA_FORMS = ("(X, y)", "(X, y, sample_weight)", "a torch Dataset of (x, y) pairs", "a DataLoader")
+_DATA_FORMS = ("(X, y)", "(X, y, sample_weight)", "a torch Dataset or list of (x, y) pairs or of dict items "
+               "(input_ids, attention_mask, labels)", "a DataLoader yielding (x, y) or dict batches")
 
 
 def _tensor(value, name: str) -> torch.Tensor:
@@ -40,52 +43,52 @@ def _tensor(value, name: str) -> torch.Tensor:
 class Data:
     """The data as given (``order_X``, ``order_Y``: in the order training would see it, at most
     ``_ORDER_LIMIT`` rows) and a random sample of it (``X``, ``Y``, ``W``) for the checks that run the model.
-    For a DataLoader, ``batches`` holds the (labels, weights) of the batches seen, in loader order."""
+    Inputs are a tensor or a dict of tensors (see `inputs`). For a DataLoader, ``batches`` holds the
+    (labels, weights) of the batches seen, in loader order."""
 
     def __init__(self, data, max_samples: int, seed: int):
         self.loader = None
         self.batches: list[tuple[torch.Tensor, torch.Tensor | None]] = []
         if isinstance(data, torch.utils.data.DataLoader):
             self.loader = data
-            parts = self._from_loader(data, max(max_samples, _ORDER_LIMIT // 5))
+            X, Y, W = self._from_loader(data, max(max_samples, _ORDER_LIMIT // 5))
+        elif isinstance(data, Mapping):  # columns: a tokenizer's output with its labels
+            X, Y, W = inputs.split(data, _tensor)
+        elif isinstance(data, tuple | list) and data and all(isinstance(d, Mapping) for d in data[:3]):  # dict items
+            X, Y, W = _items(data[:_ORDER_LIMIT])
         elif isinstance(data, tuple | list) and len(data) in (2, 3):
-            parts = [_tensor(v, n)[:_ORDER_LIMIT] for v, n in zip(data, ("X", "y", "sample_weight"))]
+            X, Y, W = inputs.split(data, _tensor)
         elif isinstance(data, torch.utils.data.Dataset) and hasattr(data, "__len__"):
             n = len(data)
             idx = torch.randperm(n, generator=torch.Generator().manual_seed(seed))[:min(n, max_samples)]
-            items = [data[int(i)] for i in idx.sort().values]
-            if not items or not isinstance(items[0], tuple | list):
-                raise DoctorError("a Dataset for the doctor must return (x, y) or (x, y, sample_weight) items")
-            parts = [torch.stack([torch.as_tensor(it[k]) for it in items]) for k in range(min(3, len(items[0])))]
+            X, Y, W = _items([data[int(i)] for i in idx.sort().values])
         else:
             raise DoctorError(f"data must be one of {', '.join(_DATA_FORMS)}; got {type(data).__name__}")
-        if len(parts) < 2:
-            raise DoctorError(f"data must give inputs and targets: one of {', '.join(_DATA_FORMS)}")
-        self.order_X, self.order_Y = parts[0], parts[1]
-        self.order_W = _tensor(parts[2], "sample_weight") if len(parts) > 2 else None
-        if len(self.order_X) != len(self.order_Y):
-            raise DoctorError(f"X has {len(self.order_X)} rows but y has {len(self.order_Y)}")
-        if len(self.order_X) < 2:
+        self.order_X = inputs.take(X, slice(0, _ORDER_LIMIT))
+        self.order_Y, self.order_W = Y[:_ORDER_LIMIT], W[:_ORDER_LIMIT] if W is not None else None
+        if inputs.count(self.order_X) != len(self.order_Y):
+            raise DoctorError(f"X has {inputs.count(self.order_X)} rows but y has {len(self.order_Y)}")
+        if len(self.order_Y) < 2:
             raise DoctorError("the doctor needs at least 2 samples")
-        pick = torch.randperm(len(self.order_X), generator=torch.Generator().manual_seed(seed))[:max_samples]
-        self.X, self.Y = self.order_X[pick], self.order_Y[pick]
+        pick = torch.randperm(len(self.order_Y), generator=torch.Generator().manual_seed(seed))[:max_samples]
+        self.X, self.Y = inputs.take(self.order_X, pick), self.order_Y[pick]
         self.W = self.order_W[pick] if self.order_W is not None else None
 
-    def _from_loader(self, loader, max_samples: int) -> list[torch.Tensor]:
-        collected: list[list[torch.Tensor]] = []
+    def _from_loader(self, loader, max_samples: int):
+        collected = []
         seen = 0
         for batch in loader:
-            if not isinstance(batch, tuple | list) or len(batch) < 2:
-                raise DoctorError("a DataLoader for the doctor must yield (x, y) or (x, y, sample_weight) batches")
-            batch = [torch.as_tensor(b).detach() for b in batch[:3]]
-            collected.append(batch)
-            self.batches.append((batch[1], batch[2] if len(batch) > 2 else None))
-            seen += len(batch[0])
+            x, y, w = inputs.split(batch, lambda v, _name: torch.as_tensor(v).detach())
+            collected.append((x, y, w))
+            self.batches.append((y, w))
+            seen += len(y)
             if seen >= max_samples or len(self.batches) >= 64:
                 break
         if not collected:
             raise DoctorError("the DataLoader yielded no batch")
-        return [torch.cat([b[k] for b in collected]) for k in range(len(collected[0]))]
+        weights = [w for _, _, w in collected]
+        return (inputs.concat([x for x, _, _ in collected]), torch.cat([y for _, y, _ in collected]),
+                torch.cat(weights) if all(w is not None for w in weights) else None)
 
     @property
     def classification(self) -> bool:
@@ -93,7 +96,17 @@ class Data:
         return not self.Y.dtype.is_floating_point
 
     def take(self, n: int, start: int = 0):
-        return self.X[start:start + n], self.Y[start:start + n]
+        return inputs.first(self.X, n, start), self.Y[start:start + n]
+
+
+def _items(items: list):
+    """(X, Y, W) of a list of items: ``(x, y[, w])`` tuples or dicts with a label key, stacked."""
+    if not items:
+        raise DoctorError("the data holds no sample")
+    split = [inputs.split(it, lambda v, _name: torch.as_tensor(v)) for it in items]
+    weights = [w for _, _, w in split]
+    return (inputs.concat([x for x, _, _ in split], stack=True), torch.stack([y for _, y, _ in split]),
+            torch.stack(weights) if all(w is not None for w in weights) else None)
 
 
 class CheckContext:
@@ -104,11 +117,11 @@ class CheckContext:
         self.model, self.data, self.loss_fn, self.optimizer = model, data, loss_fn, optimizer
         self.scheduler = scheduler
         self.test_data = test_data
-        self.batch_size = min(batch_size, len(data.X))
+        self.batch_size = min(batch_size, len(data.Y))
         self.seed, self.steps = seed, steps
         self.train_seconds = train_seconds  # wall-time bound of one training run of a copy
         self.out_of_time: set = set()  # the training runs stopped by that bound
-        self.x, self.y = data.X[:self.batch_size], data.Y[:self.batch_size]
+        self.x, self.y = data.take(self.batch_size)
         self._cache: dict = {}
 
     # ------------------------------------------------------------------ the graph and its places
@@ -117,7 +130,7 @@ class CheckContext:
         if "graph" not in self._cache:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", GraphTraceWarning)
-                self._cache["graph"] = extract_graph(self.model, self.x[:2])
+                self._cache["graph"] = extract_graph(self.model, inputs.first(self.x, 2))
         return self._cache["graph"]
 
     def node_of_module(self, path: str) -> str:
@@ -135,15 +148,15 @@ class CheckContext:
         return self.node_of_module(name.rsplit(".", 1)[0] if "." in name else "")
 
     def input_node(self) -> str | None:
-        inputs = [n.name for n in self.graph.nodes if n.op == "placeholder"]
-        return inputs[0] if inputs else None
+        placeholders = [n.name for n in self.graph.nodes if n.op == "placeholder"]
+        return placeholders[0] if placeholders else None
 
     def output_node(self) -> str | None:
         out = self.graph.output_node
         return out.name if out is not None else None
 
     # ------------------------------------------------------------------ recorded passes
-    def record(self, x: torch.Tensor, *, train: bool = False, seed: int | None = None) -> dict[str, torch.Tensor]:
+    def record(self, x, *, train: bool = False, seed: int | None = None) -> dict[str, torch.Tensor]:
         """Every node's output tensor for input ``x`` (no gradient), keyed by graph node name."""
         key = ("record", id(x), train, seed)
         if key not in self._cache:
@@ -153,10 +166,10 @@ class CheckContext:
                 self._cache[key] = (x, record_nodes(self.model, self.graph, x))
         return self._cache[key][1]
 
-    def output(self, x: torch.Tensor | None = None, *, train: bool = False) -> torch.Tensor:
+    def output(self, x=None, *, train: bool = False) -> torch.Tensor:
         x = self.x if x is None else x
         with _mode(self.model, train), torch.no_grad():
-            return first_tensor(self.model(x))
+            return first_tensor(inputs.call(self.model, x))
 
     def loss(self, out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         return self.loss_fn(out, y)
@@ -170,7 +183,7 @@ class CheckContext:
                     p.grad = None
                 with _mode(self.model, True):
                     torch.manual_seed(self.seed)
-                    loss = self.loss(first_tensor(self.model(self.x)), self.y)
+                    loss = self.loss(first_tensor(inputs.call(self.model, self.x)), self.y)
                     if loss.requires_grad:
                         loss.backward()
                 grads = {n: (None if p.grad is None else p.grad.detach().clone())
@@ -189,7 +202,7 @@ class CheckContext:
                 values = record_nodes(self.model, self.graph, self.x, keep_grad=True)
                 out = values.get(self.output_node()) if self.output_node() else None
                 if out is None:
-                    out = first_tensor(self.model(self.x))
+                    out = first_tensor(inputs.call(self.model, self.x))
                 loss = self.loss(out, self.y)
                 tensors = [v for v in values.values() if v.requires_grad]
                 grads = torch.autograd.grad(loss, tensors, allow_unused=True) if loss.requires_grad else []
@@ -226,9 +239,9 @@ class CheckContext:
                     break
                 if held is not None and step % 5 == 0:
                     with torch.no_grad():
-                        held_losses.append(float(self.loss(first_tensor(model(held[0])), held[1])))
+                        held_losses.append(float(self.loss(first_tensor(inputs.call(model, held[0])), held[1])))
                 opt.zero_grad(set_to_none=True)
-                loss = self.loss(first_tensor(model(x)), y)
+                loss = self.loss(first_tensor(inputs.call(model, x)), y)
                 value = float(loss.detach())
                 losses.append(value)
                 if not np.isfinite(value) or not loss.requires_grad:
@@ -278,7 +291,8 @@ def first_tensor(value):
 
 
 def record_nodes(model: nn.Module, graph: ComputationGraph, x, keep_grad: bool = False) -> dict[str, torch.Tensor]:
-    """Run the model once and keep every graph node's tensor output (leaf modules' for a hook graph)."""
+    """Run the model once on ``x`` (a tensor, or a dict of inputs by name) and keep every graph node's tensor
+    output (leaf modules' for a hook graph)."""
     values: dict[str, torch.Tensor] = {}
     if getattr(graph, "graph_module", None) is not None:  # the fx graph: every node, functional ones too
         class Recorder(torch.fx.Interpreter):
@@ -288,7 +302,8 @@ def record_nodes(model: nn.Module, graph: ComputationGraph, x, keep_grad: bool =
                     values[n.name] = result
                 return result
 
-        args = x if isinstance(x, tuple) else (x,)
+        args, kwargs = call_arguments(model, x)
+        args = (*args, *kwargs.values())  # the graph's placeholders, in the order it was traced with
         with torch.enable_grad() if keep_grad else contextlib.nullcontext():
             Recorder(graph.graph_module).run(*args)
         for n in graph.nodes:  # placeholders that need a gradient are leaves: keep them as they are
@@ -318,13 +333,13 @@ def record_nodes(model: nn.Module, graph: ComputationGraph, x, keep_grad: bool =
             handles.append(mod.register_forward_hook(hook_for(path)))
     try:
         with torch.enable_grad() if keep_grad else contextlib.nullcontext():
-            out = first_tensor(model(x))
+            out = first_tensor(inputs.call(model, x))
     finally:
         for h in handles:
             h.remove()
-    inputs = [n.name for n in graph.nodes if n.op == "placeholder"]
-    if inputs:
-        values[inputs[0]] = x
+    placeholders = [n.name for n in graph.nodes if n.op == "placeholder"]
+    if placeholders:
+        values[placeholders[0]] = inputs.main(x)
     outs = [n for n in graph.nodes if n.op == "output"]
     if outs:
         values[outs[0].name] = out

@@ -15,6 +15,8 @@ from __future__ import annotations
 import json
 import math
 import pathlib
+import statistics
+from collections import deque
 from collections.abc import Callable
 
 import torch
@@ -72,6 +74,7 @@ class TrainingDoctor:
         self._listeners: list[Callable[[Finding], None]] = [on_finding] if on_finding is not None else []
         self._fed: dict[int, set] = {}
         self._lrs: list[float] = []
+        self._losses: deque = deque(maxlen=40)
         self.lr_peak = 0.0
         self._unsubscribe = None
         self.watchers = []
@@ -107,6 +110,16 @@ class TrainingDoctor:
         return bool(lrs) and (lrs[-1] == 0 or any(b > a * 1.001 for a, b in zip(lrs, lrs[1:])))
 
     @property
+    def loss_falling(self) -> bool:
+        """The median loss of the last 20 steps is clearly (5 %) below that of the 20 before: the run learns.
+        A large update or a growing gradient then is a network learning (attention waking up, a fast rate
+        that works), not a rate too high. False until 40 losses were logged."""
+        if len(self._losses) < self._losses.maxlen:
+            return False
+        losses = list(self._losses)
+        return statistics.median(losses[20:]) < 0.95 * statistics.median(losses[:20])
+
+    @property
     def annealed(self) -> bool:
         """The schedule has brought the learning rate below 5 % of its peak: small steps are its intent."""
         return bool(self._lrs) and self._lrs[-1] < 0.05 * self.lr_peak
@@ -136,6 +149,9 @@ class TrainingDoctor:
     def observe(self, step: int, values: dict) -> None:
         """Hand the watchers one step's readings; never raises."""
         if "Loss" in values:
+            loss = values["Loss"]
+            if isinstance(loss, int | float | torch.Tensor) and math.isfinite(float(loss)):
+                self._losses.append(float(loss))
             lr = self.lr(values)
             if lr is not None:
                 self._lrs.append(lr)

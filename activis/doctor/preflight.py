@@ -13,6 +13,7 @@ import copy
 import torch
 from torch import nn
 
+from . import inputs
 from .findings import DoctorError, Finding
 
 
@@ -118,15 +119,15 @@ class _Stack:
             h.remove()
 
 
-def preflight(model: nn.Module, x: torch.Tensor, y: torch.Tensor, loss_fn, pick_output) -> None:
+def preflight(model: nn.Module, x, y: torch.Tensor, loss_fn, pick_output) -> None:
     """One training-mode forward, loss and backward on ``(x, y)``; raises `SetupError` where it cannot run.
     The caller restores the model (parameters, buffers, gradients, modes)."""
     stack = _Stack(model)
     try:
         try:
-            raw = model(x)
+            raw = inputs.call(model, x)
         except Exception as e:  # noqa: BLE001 - why the model cannot run is the finding
-            path, module, args = stack.running[-1] if stack.running else ("", model, (x,))
+            path, module, args = stack.running[-1] if stack.running else ("", model, (inputs.main(x),))
             fact, change, evidence = module_fact(module, path, args)
             raise _fail("The model cannot run on the data", f"{fact} ({type(e).__name__}: "
                         f"{str(e).splitlines()[0][:200]}).", change, place="module" if path else "model",
@@ -166,13 +167,13 @@ def preflight(model: nn.Module, x: torch.Tensor, y: torch.Tensor, loss_fn, pick_
                     "forward or the loss.", place="model", cause="backward") from e
 
 
-def loss_on_prediction(model: nn.Module, x: torch.Tensor, y: torch.Tensor, loss_fn, pick_output):
+def loss_on_prediction(model: nn.Module, x, y: torch.Tensor, loss_fn, pick_output):
     """The user's loss as the checks call it, ``loss(prediction, target)``. A loss written for the model's
     whole return value (``out["logits"]``, ``out[0]``) gets each prediction put back in its place in a copy
     of that value, so the checks can judge the logits without breaking the user's own loss."""
     try:
         with torch.no_grad():
-            raw = model(x)
+            raw = inputs.call(model, x)
     except Exception:  # noqa: BLE001 - a model that cannot run: preflight names the module and the data
         return loss_fn
     if isinstance(raw, torch.Tensor):

@@ -178,7 +178,10 @@ class AccuracyFlat(Watcher):
 
 
 class ExplodingGradients(Watcher):
-    """A layer's gradient norm a thousand times its norm over the first steps, or not finite."""
+    """A layer's gradient norm a thousand times its norm over the first steps, or not finite: suddenly (ten times
+    its last 10 steps' median) or while the loss is not falling. A gradient that grows gradually while the loss
+    falls is a layer waking up (attention's query, key and value start with almost none and grow as it learns
+    to attend), not an explosion."""
 
     id, title, cause = "exploding_gradients", "Exploding gradients", "learning_rate_too_high"
     factor = 1e3
@@ -186,6 +189,7 @@ class ExplodingGradients(Watcher):
     def __init__(self, doctor):
         super().__init__(doctor)
         self.early: dict[str, list[float]] = {}
+        self.recent: dict[str, deque] = {}
 
     def observe(self, step, values):
         norms = values.get("GradNorm")
@@ -203,7 +207,11 @@ class ExplodingGradients(Watcher):
             # network's early gradients, not its own zero
             base = max(statistics.median(early), 1e-2 * max(statistics.median(e) for e in self.early.values()
                                                             if len(e) >= 5))
-            if not math.isfinite(n) or (base > 0 and n > self.factor * base):
+            recent = self.recent.setdefault(layer, deque(maxlen=10))
+            sudden = not recent or n > 10 * statistics.median(recent)
+            recent.append(n)
+            if not math.isfinite(n) or (base > 0 and n > self.factor * base
+                                        and (sudden or not self.doctor.loss_falling)):
                 found.append(self.finding(
                     "error", f"The gradient of {layer} reached {n:.3g}, {n / base if base else math.inf:.3g} times "
                     "its size over the first steps.",
@@ -214,14 +222,17 @@ class ExplodingGradients(Watcher):
 
 
 class VanishingGradients(Watcher):
-    """The first layer's gradient a thousandth of the last layer's and tiny (AutoTrainer's rule), for 5 steps."""
+    """The first layer's gradient a thousandth of the last layer's and tiny (AutoTrainer's rule), for 20 steps
+    without growing (the median of the window's last 5 steps within 3 times that of its first 5): one that
+    grows steadily from near zero is waking up (a transformer's first attention block at initialisation),
+    not vanishing."""
 
     id, title, cause = "vanishing_gradients", "Vanishing gradients", "vanishing_gradients"
     patience = 20  # a zero-initialised head holds the early layers' gradients at 0 for the first steps
 
     def __init__(self, doctor):
         super().__init__(doctor)
-        self.since, self.count = None, 0
+        self.streak: deque = deque(maxlen=self.patience)  # (step, first layer's rms) while it is tiny
 
     def observe(self, step, values):
         norms = values.get("GradNorm")
@@ -230,25 +241,28 @@ class VanishingGradients(Watcher):
         rms = self.doctor.layer_norms(norms, rms=True)
         first, last = rms[self.doctor.layers[0]], rms[self.doctor.layers[-1]]
         if last > 0 and first / last < 1e-3 and first < 1e-4:
-            self.since = step if self.since is None else self.since
-            self.count += 1
-            if self.count >= self.patience:
+            self.streak.append((step, first))
+            recent = [v for _, v in self.streak]
+            growing = statistics.median(recent[-5:]) > 3 * statistics.median(recent[:5])
+            if len(self.streak) == self.patience and not growing:
                 layer = self.doctor.layers[0]
                 return [self.finding(
                     "warning", f"The gradient of the first layer ({layer}) is {first / last:.2g} times the last "
                     "layer's: the early layers barely learn.",
                     "Use ReLU-family activations with He initialisation, normalisation or residual connections.",
-                    self.since, evidence={"first_rms": first, "last_rms": last}, place="module", where=layer,
-                    node=layer)]
+                    self.streak[0][0], evidence={"first_rms": first, "last_rms": last}, place="module",
+                    where=layer, node=layer)]
         else:
-            self.since, self.count = None, 0
+            self.streak.clear()
         return []
 
 
 class UpdateBlindSpots(Watcher):
     """Parameters whose relative update ||dtheta|| / ||theta|| stays below 1e-5 (DeepInsight's blind spots), or
-    above 0.1, over 20 tracked steps; or one of the first updates above half the layer's size (a step that
-    large throws the layer away: its ReLUs die and it then stalls, which must not read as "too low")."""
+    above 0.1 while the loss has stopped falling, over 20 tracked steps; or one of the first updates above half
+    the layer's size (a step that large throws the layer away: its ReLUs die and it then stalls, which must not
+    read as "too low"). Large steps on small weights (a transformer's 0.02-std initialisation under Adam's
+    ~lr-per-weight step) that keep the loss falling are a fast rate that works, not one too high."""
 
     id, title, cause = "update_size", "Weight-change blind spots", "learning_rate_too_low"
     window, low, high = 20, 1e-5, 0.1
@@ -292,7 +306,8 @@ class UpdateBlindSpots(Watcher):
             if len(history) < self.window:
                 continue
             median = statistics.median(history)
-            if (median < self.low and not self.doctor.annealed) or (median > self.high and self.calls > self.settle):
+            if (median < self.low and not self.doctor.annealed) or (
+                    median > self.high and self.calls > self.settle and not self.doctor.loss_falling):
                 stalled = median < self.low
                 found.append(self.finding(
                     "warning", f"{layer}'s weights change by {median:.2g} of their size per step "

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import torch
+
 from ..findings import Finding
 
 
@@ -29,6 +31,13 @@ class Check:
 def kind_of(node) -> str:
     """A node's operation, lower case and without the in-place underscore: "relu", "linear", "exp"."""
     return node.kind.lower().rstrip("_")
+
+
+def same_values(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Equal, counting NaN as equal to NaN (a NaN is a finding of its own, not randomness)."""
+    if a.shape != b.shape:
+        return False
+    return bool(((a == b) | (a.isnan() & b.isnan())).all()) if a.dtype.is_floating_point else torch.equal(a, b)
 
 
 def consumers(graph) -> dict[str, list[str]]:

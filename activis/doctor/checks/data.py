@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .base import Check, Skip
+from .. import inputs
+from .base import Check, Skip, kind_of
 
 
 def row_keys(X: torch.Tensor) -> np.ndarray:
@@ -33,29 +34,58 @@ def conflicting_rows(X: torch.Tensor, Y: torch.Tensor) -> torch.Tensor:
     return torch.from_numpy(conflict)
 
 
+def _off_scale(X: torch.Tensor, feature_dim: int) -> dict | None:
+    """The scale evidence of features that are far from unit scale (None: near it). ``feature_dim``: the
+    features' (channels') dimension; the statistics run over every other one."""
+    dims = [d for d in range(X.dim()) if d != feature_dim]
+    mean, std = X.float().mean(dims), X.float().std(dims)
+    spread = std[std > 0]
+    evidence = {"largest_mean": float(mean.abs().max()), "largest_std": float(std.max()),
+                "smallest_std": float(spread.min()) if spread.numel() else 0.0,
+                "largest_value": float(X.abs().max())}
+    orders = float(torch.log10(spread.max() / spread.min())) if spread.numel() > 1 else 0.0
+    far = evidence["largest_mean"] > 3 and bool((mean.abs() > 3 * std).any())
+    if not (far or evidence["largest_std"] > 10 or orders > 3):
+        return None
+    evidence["std_orders_of_magnitude"] = orders
+    return evidence
+
+
+def _first_layer_input(ctx):
+    """What the model's first Linear/Conv receives, when the model computes it from the input first (a
+    BatchNorm or a standardisation at the input): (value, its feature dimension), or None."""
+    layers = ("linear", "conv1d", "conv2d", "conv3d")
+    for n in ctx.graph.nodes:
+        if kind_of(n) in layers and n.inputs:
+            if ctx.graph.node(n.inputs[0]).op == "placeholder":
+                return None
+            value = ctx.record(ctx.x, train=True, seed=ctx.seed).get(n.inputs[0])  # a BatchNorm's batch statistics
+            if value is None or not value.dtype.is_floating_point or value.dim() < 2:
+                return None
+            return value, value.dim() - 1 if kind_of(n) == "linear" else 1
+    return None
+
+
 class InputScale(Check):
-    """Float input features near unit scale, not spread over orders of magnitude (raw 0-255 pixels, ...)."""
+    """Float input features near unit scale, not spread over orders of magnitude (raw 0-255 pixels, ...), as
+    the first Linear/Conv receives them: a model that normalises its input first (a BatchNorm on the raw
+    features) takes any scale."""
 
     id, title = "input_scale", "Unscaled inputs"
     cause = "input_scale"
 
     def run(self, ctx):
-        X = ctx.data.X
+        X = inputs.main(ctx.data.X)
         if not X.dtype.is_floating_point:
             raise Skip("the inputs are integers (token ids or categories), not a scale question")
-        dims = [d for d in range(X.dim()) if d != (X.dim() - 1 if X.dim() == 3 else min(1, X.dim() - 1))]
         if X.dim() < 2:
             raise Skip("the inputs have no feature dimension")
-        mean, std = X.float().mean(dims), X.float().std(dims)
-        spread = std[std > 0]
-        evidence = {"largest_mean": float(mean.abs().max()), "largest_std": float(std.max()),
-                    "smallest_std": float(spread.min()) if spread.numel() else 0.0,
-                    "largest_value": float(X.abs().max())}
-        orders = float(torch.log10(spread.max() / spread.min())) if spread.numel() > 1 else 0.0
-        far = evidence["largest_mean"] > 3 and bool((mean.abs() > 3 * std).any())
-        if not (far or evidence["largest_std"] > 10 or orders > 3):
+        evidence = _off_scale(X, X.dim() - 1 if X.dim() == 3 else 1)
+        if evidence is None:
             return []
-        evidence["std_orders_of_magnitude"] = orders
+        received = _first_layer_input(ctx)
+        if received is not None and _off_scale(*received) is None:
+            return []  # normalised inside the model before any weight meets it
         big = evidence["largest_value"] > 100
         return [self.finding(
             "error" if big else "warning",
@@ -173,7 +203,7 @@ class ConflictingDuplicates(Check):
     cause = "conflicting_labels"
 
     def run(self, ctx):
-        X, Y = ctx.data.order_X, ctx.data.order_Y
+        X, Y = inputs.flat(ctx.data.order_X), ctx.data.order_Y
         conflict = conflicting_rows(X, Y)
         count = int(conflict.sum())
         if not count:
@@ -199,8 +229,8 @@ class TrainTestOverlap(Check):
         test = ctx.test_data
         if test is None:
             raise Skip("no test data given (pass test_data=...)")
-        train = ctx.data.order_X.reshape(len(ctx.data.order_X), -1).float()[:4000]
-        tx = test.order_X.reshape(len(test.order_X), -1).float()[:1000]
+        train = inputs.flat(ctx.data.order_X).float()[:4000]
+        tx = inputs.flat(test.order_X).float()[:1000]
         if train.shape[1] != tx.shape[1]:
             raise Skip(f"training rows have {train.shape[1]} values, test rows {tx.shape[1]}")
         mean, std = train.mean(0), train.std(0)

@@ -7,15 +7,30 @@ import numpy as np
 import torch
 from torch import nn
 
-from .base import Check, Skip
+from .. import inputs
+from .base import Check, Skip, same_values
 
 
 def _stump_accuracy(feature: np.ndarray, labels: np.ndarray, classes: int) -> float:
-    """How well the label is predicted from this one feature alone: the majority label per quantile bin."""
+    """How well the label is predicted from this one feature alone: the majority label per value (a feature of
+    few values), else the best of equal-count bins and of a tree of 2 leaves per class whose cuts fall between
+    the classes wherever they lie (equal-count bins straddle classes of other sizes)."""
     _, bins = np.unique(feature, return_inverse=True)
-    if bins.max() + 1 > 4 * classes:  # a continuous feature: quantile bins
-        edges = np.quantile(feature, np.linspace(0, 1, 4 * classes + 1)[1:-1])
-        bins = np.searchsorted(edges, feature)
+    if bins.max() + 1 <= 4 * classes:
+        return _majority(bins, labels, classes)
+    edges = np.quantile(feature, np.linspace(0, 1, 4 * classes + 1)[1:-1])
+    accuracy = _majority(np.searchsorted(edges, feature), labels, classes)
+    if accuracy < 0.9:  # far from a leak either way: not worth a tree
+        return accuracy
+    from sklearn.tree import DecisionTreeClassifier
+
+    rows = np.random.default_rng(0).permutation(len(labels))[:5000]
+    tree = DecisionTreeClassifier(max_leaf_nodes=2 * classes, random_state=0)
+    tree.fit(feature[rows, None], labels[rows])
+    return max(accuracy, float(tree.score(feature[rows, None], labels[rows])))
+
+
+def _majority(bins: np.ndarray, labels: np.ndarray, classes: int) -> float:
     table = np.zeros((bins.max() + 1, classes))
     np.add.at(table, (bins, labels), 1)
     return float(table.max(1).sum() / len(labels))
@@ -30,7 +45,7 @@ class Leakage(Check):
     accuracy = 0.995
 
     def run(self, ctx):
-        X, Y = ctx.data.order_X, ctx.data.order_Y
+        X, Y = inputs.main(ctx.data.order_X), ctx.data.order_Y
         if X.dim() != 2 or X.shape[1] > 2000 or len(X) < 100 or Y.dim() != 1:
             raise Skip("needs tabular inputs (samples x features, at most 2000) and one target per sample")
         x = X.double().numpy()
@@ -70,7 +85,7 @@ class BlankInputs(Check):
     share = 0.02
 
     def run(self, ctx):
-        X = ctx.data.order_X
+        X = inputs.main(ctx.data.order_X)
         flat = X.reshape(len(X), -1)
         if flat.shape[1] < 4:
             raise Skip("fewer than 4 values per sample")
@@ -126,18 +141,19 @@ class BatchDependence(Check):
     cause = "batch_dependence"
 
     def run(self, ctx):
-        x = ctx.x[:16]
-        if len(x) < 4:
+        x = inputs.first(ctx.x, 16)
+        batch = inputs.count(x)
+        if batch < 4:
             raise Skip("needs a batch of at least 4")
         values = ctx.record(x)
         out = values.get(ctx.output_node())
         if out is None:
             out = ctx.output(x)
-        alone = ctx.output(x[:1])
-        if not torch.equal(alone, ctx.output(x[:1])):
+        alone = ctx.output(inputs.first(x, 1))
+        if not same_values(alone, ctx.output(inputs.first(x, 1))):
             raise Skip("the output is random in eval mode (see randomness)")
         out = out.detach().float()
-        if out.shape[0] != len(x) or alone.shape[1:] != out.shape[1:]:
+        if out.shape[0] != batch or alone.shape[1:] != out.shape[1:]:
             raise Skip("the output has no batch dimension")
         gap = float((alone.float() - out[:1]).abs().max())
         scale = float(out.abs().max()) + 1e-6
@@ -145,16 +161,16 @@ class BatchDependence(Check):
             gap = float("inf")  # finite in a batch, NaN/Inf alone: a statistic over the batch (std of one sample)
         if not gap > 1e-3 * scale:
             return []
-        solo = ctx.record(x[:1])
+        solo = ctx.record(inputs.first(x, 1))
         node = None
         for n in ctx.graph.nodes:
             a, b = values.get(n.name), solo.get(n.name)
-            if a is None or b is None or a.dim() == 0 or b.shape[1:] != a.shape[1:] or a.shape[0] != len(x) \
+            if a is None or b is None or a.dim() == 0 or b.shape[1:] != a.shape[1:] or a.shape[0] != batch \
                     or not a.dtype.is_floating_point:
                 continue
             differ = (a[:1] - b).abs()
             if not bool(torch.isfinite(differ).all()) or float(differ.max()) > 1e-3 * (float(a.abs().max()) + 1e-6):
-                node = _mixer(ctx.graph, values, n.name, len(x)) or n.name
+                node = _mixer(ctx.graph, values, n.name, batch) or n.name
                 break
         return [self.finding(
             "error", f"Sample 0's output changes by {gap:.3g} when the rest of its batch changes (eval mode)"

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import torch
 
+from .. import inputs
 from ..context import same_rows
-from .base import Check, Skip, consumers, kind_of, reachable_from_input, zero_initialised
+from .base import Check, Skip, consumers, kind_of, reachable_from_input, same_values, zero_initialised
 
 # operations whose output carries no gradient back to their input
 _CUTS = {"detach", "argmax", "argmin", "round", "floor", "ceil", "sign", "eq", "ne", "gt", "ge", "lt", "le",
@@ -20,8 +21,8 @@ class InputDependence(Check):
     cause = "information_lost"
 
     def run(self, ctx):
-        x, batch = ctx.x, len(ctx.x)
-        if same_rows(x.float() if not x.dtype.is_floating_point else x, batch):
+        x, batch = ctx.x, inputs.count(ctx.x)
+        if same_rows(inputs.flat(x).float(), batch):
             raise Skip("every sample of the batch is the same input")
         values = ctx.record(x)
         out_name = ctx.output_node()
@@ -158,14 +159,9 @@ class Randomness(Check):
 
 def _first_difference(graph, a: dict, b: dict) -> str | None:
     for n in graph.nodes:
-        if n.name in a and n.name in b and a[n.name].shape == b[n.name].shape and not _equal(a[n.name], b[n.name]):
+        if n.name in a and n.name in b and a[n.name].shape == b[n.name].shape and not same_values(a[n.name], b[n.name]):
             return n.name
     return None
-
-
-def _equal(a: torch.Tensor, b: torch.Tensor) -> bool:
-    """Equal, counting NaN as equal to NaN (a NaN is a finding of its own, not randomness)."""
-    return bool(((a == b) | (a.isnan() & b.isnan())).all()) if a.dtype.is_floating_point else torch.equal(a, b)
 
 
 def _difference(ctx, a, b) -> float:

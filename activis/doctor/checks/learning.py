@@ -6,6 +6,7 @@ import math
 
 import torch
 
+from .. import inputs
 from .base import Check, Skip
 from .data import conflicting_rows
 
@@ -21,10 +22,10 @@ class OverfitBatch(Check):
 
     def run(self, ctx):
         x, y = ctx.data.take(100)
-        conflicting = conflicting_rows(x, y)
+        conflicting = conflicting_rows(inputs.flat(x), y)
         if conflicting.any():
-            x, y = x[~conflicting], y[~conflicting]
-        if len(x) < 2:
+            x, y = inputs.take(x, ~conflicting), y[~conflicting]
+        if len(y) < 2:
             raise Skip("fewer than 2 samples without conflicting labels")
         if y.dtype.is_floating_point and y.dim() >= 2 and bool(((y > 0) & (y < 1)).any()):
             raise Skip("soft targets (mixup, distillation) keep the loss above zero")
@@ -35,22 +36,25 @@ class OverfitBatch(Check):
         if not math.isfinite(first) or first <= 0:
             raise Skip(f"the first loss is {first:.4g}, not positive (see loss_sign, non_finite)")
         last = losses[-1]
-        floor = _floor(ctx.loss_fn, ctx.output(x[:1]))
+        floor = _floor(ctx, ctx.output(inputs.first(x, 1)), y)
         reached = math.isfinite(last) and min(losses) <= floor + self.target * (first - floor)
         if not reached and any(not p.requires_grad for p in ctx.model.parameters()):
             raise Skip("part of the model is frozen on purpose: it need not memorise a batch")
         if reached:
             return []
+        if _still_falling(losses, floor):
+            raise Skip(f"the loss was still falling steadily after {len(losses)} steps ({first:.4g} -> "
+                       f"{min(losses):.4g}): slow, not unable; give checkup more steps")
         if ctx.out_of_time:
             raise Skip(f"stopped by train_seconds after {len(losses)} of {ctx.steps} steps (loss {first:.4g} -> "
                        f"{min(losses):.4g}); give checkup more train_seconds")
         return [self.finding(
-            "error", f"Trained on {len(x)} samples for {len(losses)} steps, the loss only went from "
+            "error", f"Trained on {len(y)} samples for {len(losses)} steps, the loss only went from "
             f"{first:.4g} to {min(losses):.4g}: the model cannot memorise one small batch.",
             "Look for a layer that is skipped or overwritten, a bottleneck or final activation that cannot "
             "express the targets (a ReLU before a regression output, a too narrow layer), or a "
             "non-differentiable step; a model must memorise 100 samples before it can learn thousands.",
-            evidence={"samples": len(x), "steps": len(losses), "first_loss": first, "best_loss": min(losses),
+            evidence={"samples": len(y), "steps": len(losses), "first_loss": first, "best_loss": min(losses),
                       "excluded_conflicting": int(conflicting.sum())}, place="model", node=ctx.output_node())]
 
 
@@ -66,12 +70,12 @@ class LabelCoupling(Check):
         X, Y = ctx.data.X, ctx.data.Y
         if any(not p.requires_grad for p in ctx.model.parameters()):
             raise Skip("part of the model is frozen on purpose: a short run on a copy says little about it")
-        n = min(len(X), 400)
+        n = min(len(Y), 400)
         if n < 60:
-            raise Skip(f"needs at least 60 samples to hold some out, got {len(X)}")
+            raise Skip(f"needs at least 60 samples to hold some out, got {len(Y)}")
         order = torch.randperm(n, generator=torch.Generator().manual_seed(ctx.seed))
         train, held = order[: n // 2], order[n // 2:]
-        xt, yt, xh, yh = X[train], Y[train], X[held], Y[held]
+        xt, yt, xh, yh = inputs.take(X, train), Y[train], inputs.take(X, held), Y[held]
         shuffled = yt[torch.randperm(len(yt), generator=torch.Generator().manual_seed(ctx.seed + 1))]
         real, _, real_curve = ctx.trained_copy(xt, yt, self.steps, held=(xh, yh))
         _, _, control_curve = ctx.trained_copy(xt, shuffled, self.steps, held=(xh, yh))
@@ -79,7 +83,9 @@ class LabelCoupling(Check):
         # does not read as not learning it
         held_real, held_control = _best(real_curve), _best(control_curve)
         with torch.no_grad():
-            base = _base_rate_loss(ctx, _out(real, xh), yt, yh)
+            out_held = _out(real, xh)
+            base = _base_rate_loss(ctx, out_held, yt, yh)
+            floor = _floor(ctx, out_held, yh)  # label smoothing's: out of reach for both, so compared above it
         if ctx.out_of_time:
             raise Skip("the training runs were stopped by train_seconds; give checkup more train_seconds")
         if not (math.isfinite(held_real) and math.isfinite(held_control)):
@@ -87,25 +93,44 @@ class LabelCoupling(Check):
         evidence = {"held_out_loss": held_real, "held_out_loss_shuffled_labels": held_control}
         if base is not None:
             evidence["base_rate_loss"] = base
-        beats_control = held_real < 0.8 * held_control
-        beats_base = base is None or held_real < 0.97 * base
+        beats_control = held_real - floor < 0.8 * (held_control - floor)
+        beats_base = base is None or held_real - floor < 0.97 * (base - floor)
         if beats_control and beats_base:
             return []
         why = ("it predicts held-out samples no better than a copy trained on shuffled labels"
                if not beats_control else "it predicts held-out samples no better than the base rate")
         return [self.finding(
-            "error", f"Trained on {len(xt)} samples, {why}: the labels look decoupled from the inputs.",
+            "error", f"Trained on {len(yt)} samples, {why}: the labels look decoupled from the inputs.",
             "Check that inputs and labels are shuffled and split together (one permutation for both, or a "
             "Dataset returning (x, y) pairs), and that no sample weight zeroes most of the data.",
             evidence=evidence, place="data", where="labels")]
 
 
-def _floor(loss_fn, out) -> float:
-    """The lowest loss reachable: 0, or label smoothing's entropy (Karpathy's floor for cross-entropy)."""
-    eps = float(getattr(loss_fn, "label_smoothing", 0.0) or 0.0)
+def _still_falling(losses: list[float], floor: float) -> bool:
+    """Whether the last third of the run still cut the loss by over a quarter: a model that cannot memorise
+    stalls well before the end (a bottleneck, a cut gradient); one that is only slow is still on its way."""
+    third = len(losses) // 3
+    if third < 5:
+        return False
+    before, last = min(losses[:-third]), min(losses[-third:])
+    return math.isfinite(last) and last - floor < 0.75 * (before - floor)
+
+
+def _floor(ctx, out, y) -> float:
+    """The lowest loss reachable: 0, or with label smoothing the user's loss at the smoothed targets' own
+    log-probabilities (with class weights torch weighs the smoothing term by every class's weight, so the
+    entropy alone is below what any prediction reaches); the entropy where that cannot be formed."""
+    eps = float(getattr(ctx.loss_fn, "label_smoothing", 0.0) or 0.0)
     if eps <= 0 or out.dim() < 2:
         return 0.0
     c = out.shape[1]
+    if out.dim() == 2 and y.dim() == 1 and not y.dtype.is_floating_point:
+        smoothed = torch.full((len(y), c), eps / c)
+        smoothed[torch.arange(len(y)), y.clamp(0, c - 1)] += 1 - eps
+        with torch.no_grad():
+            value = float(ctx.loss(smoothed.log().to(out.dtype), y))
+        if math.isfinite(value):
+            return value
     high, low = 1 - eps + eps / c, eps / c
     return -(high * math.log(high) + (c - 1) * low * math.log(low))
 
@@ -118,7 +143,7 @@ def _best(curve: list[float]) -> float:
 def _out(model, x):
     from ..context import first_tensor
 
-    return first_tensor(model(x))
+    return first_tensor(inputs.call(model, x))
 
 
 def _base_rate_loss(ctx, out: torch.Tensor, yt: torch.Tensor, yh: torch.Tensor) -> float | None:

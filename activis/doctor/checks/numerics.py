@@ -7,6 +7,7 @@ import math
 
 import torch
 
+from .. import inputs
 from .base import Check, kind_of, zero_initialised
 
 _PARAMETRISED = ("linear", "conv1d", "conv2d", "conv3d", "bilinear")
@@ -26,7 +27,7 @@ class NonFinite(Check):
                "zero (clamp the argument, add an epsilon, use the stable torch forms).")
 
     def run(self, ctx):
-        X, Y = ctx.data.X, ctx.data.Y
+        X, Y = inputs.flat(ctx.data.X), ctx.data.Y
         for what, value in (("inputs", X), ("labels", Y)):
             if not _finite(value):
                 bad = int((~torch.isfinite(value)).sum())
@@ -187,7 +188,7 @@ class Saturation(Check):
     fraction = 0.5
 
     def run(self, ctx):
-        values = ctx.record(ctx.data.X[:256])
+        values = ctx.record(inputs.first(ctx.data.X, 256), train=True, seed=ctx.seed)  # as training meets them
         findings = []
         for n in ctx.graph.nodes:
             op = kind_of(n)
@@ -207,7 +208,9 @@ class Saturation(Check):
 
 
 class DeadReLU(Check):
-    """ReLU units that are never active on the sample (>= 256 samples where available).
+    """ReLU units that are never active on the sample (>= 256 samples where available), in training mode: an
+    untrained BatchNorm's running statistics (0 and 1) leave raw inputs unnormalised in eval mode, which
+    training never sees.
 
     Over 40 %: PyTorch's default initialisation leaves up to about 22 % of a second 64-unit layer dead
     on the digits (30 seeds), He initialisation fewer; a bias or weight scale gone wrong, most or all."""
@@ -217,14 +220,15 @@ class DeadReLU(Check):
     fraction = 0.4
 
     def run(self, ctx):
-        x = ctx.data.X[:256]
-        values = ctx.record(x)
+        x = inputs.first(ctx.data.X, 256)
+        samples = inputs.count(x)
+        values = ctx.record(x, train=True, seed=ctx.seed)  # as training meets them (below)
         findings = []
         for n in ctx.graph.nodes:
             if kind_of(n) != "relu" or n.name not in values:
                 continue
             v = values[n.name]
-            if v.dim() < 2 or v.shape[0] != len(x) or not _finite(v):
+            if v.dim() < 2 or v.shape[0] != samples or not _finite(v):
                 continue
             unit = -1 if v.dim() == 3 else 1
             active = (v > 0).movedim(unit, 0).reshape(v.shape[unit], -1).any(1)
@@ -232,11 +236,11 @@ class DeadReLU(Check):
             if dead > self.fraction:
                 findings.append(self.finding(
                     "error" if dead >= 0.9 else "warning",
-                    f"{dead:.0%} of the units of {n.name!r} are never active on {len(x)} samples: they pass no "
+                    f"{dead:.0%} of the units of {n.name!r} are never active on {samples} samples: they pass no "
                     "gradient.",
                     "Check the preceding layer's bias and weight scale (He initialisation), lower the learning "
                     "rate, or use LeakyReLU/GELU.",
-                    evidence={"dead_fraction": dead, "units": active.numel(), "samples": len(x)},
+                    evidence={"dead_fraction": dead, "units": active.numel(), "samples": samples},
                     place="node", where=n.name, node=n.name))
         return findings
 

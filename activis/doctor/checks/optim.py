@@ -14,12 +14,14 @@ import warnings
 
 import torch
 
+from .. import inputs
 from ..context import first_tensor
 from .base import Check, Skip
 
 _ADAPTIVE = ("Adam", "AdamW", "Adamax", "NAdam", "RAdam", "RMSprop", "Adagrad", "Adadelta", "SparseAdam", "Lion")
 # learning rates outside these bounds are orders of magnitude off (adaptive: the step is ~lr per weight)
 _LR_RANGE = {"adaptive": (1e-7, 0.05), "sgd": (1e-5, 2.0)}
+_CRAWL = 1e-5  # relative update per step below which the weights barely move
 _SCHEDULE_STEPS = 2000  # scheduler-only steps read to find the rate a warm-up reaches
 
 
@@ -43,6 +45,18 @@ def schedule(optimizer, scheduler, steps: int) -> list[list[float]]:
             except Exception:  # noqa: BLE001 - a schedule that needs a metric (ReduceLROnPlateau): read what we have
                 break
     return rates
+
+
+def _steps_on_a_metric(scheduler) -> bool:
+    """ReduceLROnPlateau and its kind: step(metric), driven by a validation score the checks do not have."""
+    import inspect
+
+    try:
+        params = list(inspect.signature(scheduler.step).parameters.values())
+    except (TypeError, ValueError):
+        return False
+    return bool(params) and params[0].default is inspect.Parameter.empty and params[0].kind in (
+        inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
 
 
 class OptimizerSettings(Check):
@@ -88,7 +102,8 @@ class OptimizerSettings(Check):
                     evidence=evidence, place="optimizer", cause="learning_rate_too_low"))
             findings.extend(self._decay_and_momentum(g, i, family, name))
         if not findings:
-            findings.extend(self._trial(ctx))
+            peak = max(max(r[i] for r in rates) for i in groups) if groups else 0.0
+            findings.extend(self._trial(ctx, peak if family == "adaptive" else None))
         return findings
 
     def _decay_and_momentum(self, g, i, family, name):
@@ -112,35 +127,52 @@ class OptimizerSettings(Check):
                 evidence={"group": i, "momentum": float(bad[0])}, place="optimizer", cause="momentum"))
         return found
 
-    def _trial(self, ctx):
-        """A few steps of the user's optimizer on a copy: the relative update per step, and the loss."""
+    def _trial(self, ctx, adaptive_peak):
+        """A few steps of the user's optimizer on a copy: the relative update per step, and the loss.
+
+        An adaptive optimizer moves each weight by about its learning rate whatever the gradient's scale, so
+        its update relative to the weights, scaled to the schedule's peak rate (a warm-up's first steps are
+        small on purpose), says whether the rate fits the weights: below 1e-5 per step (DeepInsight's
+        blind spot, as the watcher's), the weights need 10,000 steps to move by a tenth."""
         model, opt, sched = copy.deepcopy((ctx.model, ctx.optimizer, ctx.scheduler))
         model.train()
         params = [p for g in opt.param_groups for p in g["params"] if p.requires_grad]
         if not params:
             raise Skip("the optimizer holds no trainable parameter (see optimizer)")
         torch.manual_seed(ctx.seed)
-        ratios, losses = [], []
+        ratios, losses, at_peak = [], [], []
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             for _ in range(self.steps):
                 before = [p.detach().clone() for p in params]
+                lr = max(float(g["lr"]) for g in opt.param_groups)
                 opt.zero_grad(set_to_none=True)
-                loss = ctx.loss(first_tensor(model(ctx.x)), ctx.y)
+                loss = ctx.loss(first_tensor(inputs.call(model, ctx.x)), ctx.y)
                 losses.append(float(loss.detach()))
                 if not math.isfinite(losses[-1]):
                     break
                 loss.backward()
                 opt.step()
-                if sched is not None:
+                if sched is not None and not _steps_on_a_metric(sched):
                     sched.step()
                 moved = math.sqrt(sum(float((p.detach() - b).pow(2).sum()) for p, b in zip(params, before)))
                 size = math.sqrt(sum(float(b.pow(2).sum()) for b in before))
                 ratios.append(moved / size if size > 0 else 0.0)
+                if adaptive_peak and lr > 0:
+                    at_peak.append(ratios[-1] * adaptive_peak / lr)
         with torch.no_grad():
             model.eval()
         blown = not all(math.isfinite(v) for v in losses) or (len(losses) > 2 and losses[-1] > 10 * losses[0] + 1)
         median = sorted(ratios)[len(ratios) // 2] if ratios else 0.0
+        crawl = sorted(at_peak)[len(at_peak) // 2] if at_peak else None
+        if not blown and crawl is not None and 0 < crawl < _CRAWL:  # 0: nothing moved (see optimizer)
+            return [self.finding(
+                "warning", f"Each step of {type(opt).__name__} on a copy changes the weights by {crawl:.2g} of their "
+                f"size at the learning rate's peak ({adaptive_peak:.3g}): they would need over "
+                f"{0.1 / crawl:,.0f} steps to move by a tenth.",
+                "Raise the learning rate (Adam-family optimizers: about 1e-3 from scratch, 1e-5 to 1e-4 to "
+                "fine-tune).", evidence={"median_relative_update": crawl, "peak_lr": adaptive_peak},
+                place="optimizer", cause="learning_rate_too_low")]
         if not blown and median <= 0.3:
             return []
         return [self.finding(
