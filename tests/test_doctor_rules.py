@@ -205,3 +205,22 @@ def test_label_coupling_compares_held_out_losses_above_label_smoothings_floor():
     shuffled = np.random.default_rng(0).permutation(y)
     bug = checkup(**_setup(MLP(64, 10), (X, shuffled), loss=loss), checks=["label_coupling"])
     assert _found(bug, "label_coupling") == ["labels"]
+
+
+def _imbalanced_weighted():
+    """80/15/5 classes with inverse-frequency class weights in the loss."""
+    from sklearn.datasets import make_classification
+
+    X, y = make_classification(n_samples=900, n_features=16, n_informative=8, n_classes=3,
+                               weights=[0.8, 0.15, 0.05], random_state=0)
+    weight = torch.tensor(len(y) / (3.0 * np.bincount(y, minlength=3)), dtype=torch.float32)
+    return X.astype(np.float32), y, nn.CrossEntropyLoss(weight=weight)
+
+
+def test_label_coupling_judges_class_weighted_imbalanced_labels_by_balanced_accuracy():
+    X, y, loss = _imbalanced_weighted()
+    twin = checkup(**_setup(MLP(16, 3), (X, y), loss=loss), checks=["label_coupling"])
+    assert twin.ran == ["label_coupling"] and twin.findings == [], twin
+    shuffled = np.random.default_rng(0).permutation(y)
+    bug = checkup(**_setup(MLP(16, 3), (X, shuffled), loss=loss), checks=["label_coupling"])
+    assert _found(bug, "label_coupling") == ["labels"], bug
