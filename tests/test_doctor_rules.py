@@ -224,3 +224,13 @@ def test_label_coupling_judges_class_weighted_imbalanced_labels_by_balanced_accu
     shuffled = np.random.default_rng(0).permutation(y)
     bug = checkup(**_setup(MLP(16, 3), (X, shuffled), loss=loss), checks=["label_coupling"])
     assert _found(bug, "label_coupling") == ["labels"], bug
+
+
+def test_loss_shapes_catches_one_output_column_stretched_over_several_target_columns():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 10)).astype(np.float32)
+    Y = (X[:, :3] @ rng.normal(size=(3, 3))).astype(np.float32)  # three targets per sample
+    bug = checkup(**_setup(MLP(10, 1), (X, Y), loss=nn.MSELoss()), checks=["loss_shapes"])
+    assert _found(bug, "loss_shapes") == ["loss"] and "repeated" in bug.findings[0].message
+    twin = checkup(**_setup(MLP(10, 3), (X, Y), loss=nn.MSELoss()), checks=["loss_shapes"])
+    assert twin.ran == ["loss_shapes"] and twin.findings == []
