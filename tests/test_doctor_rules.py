@@ -234,3 +234,18 @@ def test_loss_shapes_catches_one_output_column_stretched_over_several_target_col
     assert _found(bug, "loss_shapes") == ["loss"] and "repeated" in bug.findings[0].message
     twin = checkup(**_setup(MLP(10, 3), (X, Y), loss=nn.MSELoss()), checks=["loss_shapes"])
     assert twin.ran == ["loss_shapes"] and twin.findings == []
+
+
+def test_double_softmax_finds_a_softmax_inside_a_custom_loss_before_cross_entropy():
+    X, y = digits()
+
+    def squashed(out, target):
+        return nn.functional.cross_entropy(out.softmax(-1), target)
+
+    def smoothed(out, target):  # stays above zero too, but falls then rises with confidence: healthy
+        return nn.functional.cross_entropy(out, target, label_smoothing=0.1)
+
+    bug = checkup(**_setup(MLP(64, 10), (X, y), loss=squashed), checks=["double_softmax"])
+    assert _found(bug, "double_softmax") == ["loss"] and bug.findings[0].cause == "output_activation"
+    twin = checkup(**_setup(MLP(64, 10), (X, y), loss=smoothed), checks=["double_softmax"])
+    assert twin.ran == ["double_softmax"] and twin.findings == []
