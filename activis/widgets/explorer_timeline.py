@@ -141,17 +141,12 @@ class ExplorerTimeline:
         ex, step = self.explorer, change["new"]
         at = self.store_at(step)
         ex.subsets.store = at  # subsets over predictions hold the instances they hold at this step
-        # The page handles the kernel's messages one after another, so the order they go out in is the
-        # order it draws in: the projection's colours and layout in one message (a frame of new colours
-        # at old positions would be wasted), then the matrix's small one, and the instance panel's
-        # sample (its cards' values are the largest message) last.
-        with ex.projection.hold_sync():
-            ex.projection.set_store(at)
-            self._show_layout()
         ex.matrix.set_store(at)
         ex.instances.set_store(at)
+        ex.projection.set_store(at)
         if ex.subset_panel.active:
             ex.selection.subset_indices = as_indices(ex.subsets.indices(ex.subset_panel.active))
+        self._show_layout()
         self._show_compare()
         self.view.step = step
         for instrument in (self.cockpit, self.cka, *self.runs_panels):

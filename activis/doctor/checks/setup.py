@@ -45,7 +45,8 @@ class OptimizerAttached(Check):
 
 
 class LossShapes(Check):
-    """Prediction and target have shapes the loss does not silently broadcast ((N, 1) against (N,))."""
+    """Prediction and target have shapes the loss does not silently broadcast ((N, 1) against (N,), or
+    against (N, 3): one output column stretched over three target columns)."""
 
     id, title = "loss_shapes", "Prediction and target shapes broadcast in the loss"
     cause = "loss_function"
@@ -69,16 +70,20 @@ class LossShapes(Check):
             joint = torch.broadcast_shapes(out.shape, y.shape)
         except RuntimeError:
             return []
-        if torch.Size(joint).numel() <= max(out.numel(), y.numel()):
+        numel = torch.Size(joint).numel()
+        if numel <= min(out.numel(), y.numel()):  # same elements, only laid out differently
             return []
         told = any("target size" in str(w.message) for w in caught)
+        what = ("every prediction is compared with every target" if numel > max(out.numel(), y.numel()) else
+                "each prediction is repeated to meet several targets" if out.numel() < y.numel() else
+                "each target is repeated to meet several predictions")
         return [self.finding(
             "error", f"The prediction {list(out.shape)} and the target {list(y.shape)} broadcast to "
-            f"{list(joint)} in the loss: every prediction is compared with every target"
-            + (" (torch warned too)." if told else "."),
-            f"Reshape one to the other's shape: output.squeeze(-1) or target.view({', '.join(map(str, out.shape))}).",
-            evidence={"prediction_numel": out.numel(), "target_numel": y.numel(),
-                      "broadcast_numel": torch.Size(joint).numel()}, place="loss", node=node)]
+            f"{list(joint)} in the loss: {what}" + (" (torch warned too)." if told else "."),
+            f"Give the model as many outputs as the target has values per sample ({list(y.shape[1:])}), or "
+            f"reshape one to the other's shape: output.squeeze(-1) or target.view({', '.join(map(str, out.shape))}).",
+            evidence={"prediction_numel": out.numel(), "target_numel": y.numel(), "broadcast_numel": numel},
+            place="loss", node=node)]
 
 
 class LossSign(Check):
