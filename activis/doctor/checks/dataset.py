@@ -38,7 +38,7 @@ def _majority(bins: np.ndarray, labels: np.ndarray, classes: int) -> float:
 
 class Leakage(Check):
     """A single input feature that predicts the label on its own (the label, or something computed from it,
-    left among the features)."""
+    left among the features); in token ids, the label's own tokens written into the texts."""
 
     id, title = "leakage", "A feature leaks the label"
     cause = "leakage"
