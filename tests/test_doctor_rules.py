@@ -279,6 +279,7 @@ def test_leakage_finds_a_label_token_in_token_ids_but_not_keywords_shared_across
     assert twin.ran == ["leakage"] and twin.findings == [], twin
     ends = torch.randint(6, 13, (len(y),), generator=torch.Generator().manual_seed(0))  # texts of 6..12 tokens
     leaked = torch.cat([ids, torch.zeros(len(y), 1, dtype=ids.dtype)], 1)
+    leaked[torch.arange(13) >= ends[:, None]] = 0  # right-padded with 0
     leaked[torch.arange(len(y)), ends] = 60 + y  # preprocessing wrote the label's own token after each text
     bug = checkup(**_setup(_BagOfTokens(), (leaked, y)), checks=["leakage"])
     assert _found(bug, "leakage") == ["token 60"], bug

@@ -85,8 +85,9 @@ class Leakage(Check):
 
     def _label_tokens(self, ctx, X: torch.Tensor, Y: torch.Tensor) -> list:
         """Token ids: tokens found in (nearly) one class only, each in at least 2 % of the samples, that
-        between them mark nearly every sample: the label written into the text (a label token appended).
-        Real keywords also turn up in other classes' texts, and a word in every text marks no class."""
+        between them mark nearly every sample, each at the same place counted from the text's start or end:
+        the label written into the text (a label token appended). Real keywords sit anywhere in the text and
+        also turn up in other classes' texts; a word in every text marks no class."""
         labels = torch.as_tensor(np.unique(Y.numpy(), return_inverse=True)[1])
         classes = int(labels.max()) + 1
         ids = X.long()
@@ -104,7 +105,7 @@ class Leakage(Check):
         marked = torch.zeros(len(ids), dtype=torch.bool)
         marked[row[pure[token]]] = True
         share = float(marked.float().mean())
-        if share < self.accuracy:
+        if share < self.accuracy or not _at_one_slot(ids, pure[ids], self.accuracy):
             return []
         tokens = torch.nonzero(pure).flatten().tolist()
         shown = ", ".join(map(str, tokens[:8])) + (" ..." if len(tokens) > 8 else "")
@@ -114,6 +115,22 @@ class Leakage(Check):
             "Remove the label's tokens from the texts (check what the preprocessing appends or prepends).",
             evidence={"tokens": tokens[:20], "marked_share": share, "classes": classes},
             place="data", where=f"token {tokens[0]}", node=ctx.input_node())]
+
+
+def _at_one_slot(ids: torch.Tensor, marks: torch.Tensor, share: float) -> bool:
+    """Whether the first marking token of (nearly) every marked text sits at one offset from the start or from
+    the end of its real tokens (padding, the last column's commonest value, left out on either side)."""
+    rows = marks.any(1)
+    ids, marks = ids[rows], marks[rows]
+    real = ids != torch.mode(ids[:, -1]).values
+    width = ids.shape[1]
+    first = real.int().argmax(1)
+    last = width - 1 - real.flip(1).int().argmax(1)
+    at = marks.int().argmax(1)
+    for offset in (at - first, last - at):
+        if float(torch.bincount(offset.clamp(0, width)).max()) >= share * len(at):
+            return True
+    return False
 
 
 class BlankInputs(Check):
