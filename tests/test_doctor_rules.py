@@ -205,3 +205,81 @@ def test_label_coupling_compares_held_out_losses_above_label_smoothings_floor():
     shuffled = np.random.default_rng(0).permutation(y)
     bug = checkup(**_setup(MLP(64, 10), (X, shuffled), loss=loss), checks=["label_coupling"])
     assert _found(bug, "label_coupling") == ["labels"]
+
+
+def _imbalanced_weighted():
+    """80/15/5 classes with inverse-frequency class weights in the loss."""
+    from sklearn.datasets import make_classification
+
+    X, y = make_classification(n_samples=900, n_features=16, n_informative=8, n_classes=3,
+                               weights=[0.8, 0.15, 0.05], random_state=0)
+    weight = torch.tensor(len(y) / (3.0 * np.bincount(y, minlength=3)), dtype=torch.float32)
+    return X.astype(np.float32), y, nn.CrossEntropyLoss(weight=weight)
+
+
+def test_label_coupling_judges_class_weighted_imbalanced_labels_by_balanced_accuracy():
+    X, y, loss = _imbalanced_weighted()
+    twin = checkup(**_setup(MLP(16, 3), (X, y), loss=loss), checks=["label_coupling"])
+    assert twin.ran == ["label_coupling"] and twin.findings == [], twin
+    shuffled = np.random.default_rng(0).permutation(y)
+    bug = checkup(**_setup(MLP(16, 3), (X, shuffled), loss=loss), checks=["label_coupling"])
+    assert _found(bug, "label_coupling") == ["labels"], bug
+
+
+def test_loss_shapes_catches_one_output_column_stretched_over_several_target_columns():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 10)).astype(np.float32)
+    Y = (X[:, :3] @ rng.normal(size=(3, 3))).astype(np.float32)  # three targets per sample
+    bug = checkup(**_setup(MLP(10, 1), (X, Y), loss=nn.MSELoss()), checks=["loss_shapes"])
+    assert _found(bug, "loss_shapes") == ["loss"] and "repeated" in bug.findings[0].message, bug
+    twin = checkup(**_setup(MLP(10, 3), (X, Y), loss=nn.MSELoss()), checks=["loss_shapes"])
+    assert twin.ran == ["loss_shapes"] and twin.findings == []
+
+
+def test_double_softmax_finds_a_softmax_inside_a_custom_loss_before_cross_entropy():
+    X, y = digits()
+
+    def squashed(out, target):
+        return nn.functional.cross_entropy(out.softmax(-1), target)
+
+    def smoothed(out, target):  # stays above zero too, but falls then rises with confidence: healthy
+        return nn.functional.cross_entropy(out, target, label_smoothing=0.1)
+
+    bug = checkup(**_setup(MLP(64, 10), (X, y), loss=squashed), checks=["double_softmax"])
+    assert _found(bug, "double_softmax") == ["loss"] and bug.findings[0].cause == "output_activation"
+    twin = checkup(**_setup(MLP(64, 10), (X, y), loss=smoothed), checks=["double_softmax"])
+    assert twin.ran == ["double_softmax"] and twin.findings == []
+
+
+class _BagOfTokens(nn.Module):
+    def __init__(self, vocab=64, classes=4):
+        super().__init__()
+        self.emb, self.fc = nn.EmbeddingBag(vocab, 16), nn.Linear(16, classes)
+
+    def forward(self, ids):
+        return self.fc(self.emb(ids))
+
+
+def _keyword_texts(n=400, classes=4, length=12, vocab=60, seed=0):
+    """Class c's texts hold its keyword (ids 1 + c) among filler words, and a third of them another class's."""
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, classes, n)
+    ids = rng.integers(1 + classes, vocab, (n, length))
+    spots = rng.permuted(np.tile(np.arange(length), (n, 1)), axis=1)[:, :2]  # two places anywhere in the text
+    rows = np.arange(n)
+    ids[rows, spots[:, 0]] = 1 + y
+    other = rng.random(n) < 0.33
+    ids[rows[other], spots[other, 1]] = 1 + (y[other] + rng.integers(1, classes, int(other.sum()))) % classes
+    return torch.tensor(ids), torch.tensor(y)
+
+
+def test_leakage_finds_a_label_token_in_token_ids_but_not_keywords_shared_across_classes():
+    ids, y = _keyword_texts()
+    twin = checkup(**_setup(_BagOfTokens(), (ids, y)), checks=["leakage"])
+    assert twin.ran == ["leakage"] and twin.findings == [], twin
+    ends = torch.randint(6, 13, (len(y),), generator=torch.Generator().manual_seed(0))  # texts of 6..12 tokens
+    leaked = torch.cat([ids, torch.zeros(len(y), 1, dtype=ids.dtype)], 1)
+    leaked[torch.arange(13) >= ends[:, None]] = 0  # right-padded with 0
+    leaked[torch.arange(len(y)), ends] = 60 + y  # preprocessing wrote the label's own token after each text
+    bug = checkup(**_setup(_BagOfTokens(), (leaked, y)), checks=["leakage"])
+    assert _found(bug, "leakage") == ["token 60"], bug

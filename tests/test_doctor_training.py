@@ -71,8 +71,8 @@ def test_a_failing_watcher_is_skipped_and_never_breaks_training():
     assert not doctor.report().clean
 
 
-def train(model, opt, steps, X, y, batch=64, at_step=None):
-    cockpit = Cockpit(model, ["Loss", "GradNorm", "UpdateSize"], optimizer=opt, doctor=True)
+def train(model, opt, steps, X, y, batch=64, at_step=None, quantities=("Loss", "GradNorm", "UpdateSize")):
+    cockpit = Cockpit(model, quantities, optimizer=opt, doctor=True)
     seen = []
     cockpit.doctor.subscribe(seen.append)
     torch.manual_seed(0)
@@ -116,6 +116,29 @@ def test_dying_relus_are_found_and_the_hooks_removed_on_close():
     dying = [f for f in cockpit.doctor.findings if f.check == "dying_relus"]
     assert [f.where for f in dying] == ["act1"] and 40 <= dying[0].step <= 60, cockpit.doctor.report()
     assert not model.act1._forward_hooks and not model.act2._forward_hooks
+
+
+class WideDeep(nn.Module):
+    """Dense features plus a categorical id column through an embedding: the embedding's per-sample
+    gradients need the cockpit's torch.func re-run of the model, which passes through the ReLUs."""
+
+    def __init__(self):
+        super().__init__()
+        self.cat = nn.Embedding(10, 8)
+        self.deep = nn.Sequential(nn.Linear(6 + 8, 32), nn.ReLU(), nn.Linear(32, 2))
+
+    def forward(self, x):
+        return self.deep(torch.cat([x[:, :-1], self.cat(x[:, -1].long())], 1))
+
+
+def test_a_per_sample_rerun_of_an_embedding_model_is_invisible_to_the_doctor():
+    torch.manual_seed(0)
+    X = torch.randn(400, 6)
+    y = (X[:, 0] > 0).long()
+    X = torch.cat([X, (y * 5 + torch.randint(0, 5, (400,)))[:, None].float()], 1)
+    model = WideDeep()
+    cockpit, _ = train(model, torch.optim.Adam(model.parameters(), 2e-3), 40, X, y, quantities="economy")
+    assert not [f for f in cockpit.doctor.findings if f.severity != "note"], cockpit.doctor.report()
 
 
 def test_doctor_is_off_by_default():

@@ -10,6 +10,7 @@ while a tracked backward runs. Parameters outside such layers get their per-samp
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import time
 from dataclasses import dataclass, field
@@ -266,6 +267,16 @@ class Taps:
         return result
 
 
+_RERUN: contextvars.ContextVar[bool] = contextvars.ContextVar("activis_per_sample_rerun", default=False)
+
+
+def rerunning() -> bool:
+    """True while `fallback_grads` re-runs the model under ``torch.func.vmap``: forward hooks that keep
+    state across calls (the doctor's) must skip this pass, since it is no training step and a tensor kept
+    from inside vmap breaks the next real forward ("your tensor may have escaped...")."""
+    return _RERUN.get()
+
+
 def fallback_grads(model: nn.Module, names: list[str], args: tuple, output_grad: torch.Tensor,
                    chunk_size: int) -> dict[str, torch.Tensor]:
     """Per-sample gradients of the named parameters with ``torch.func.vmap(grad(...))``.
@@ -288,5 +299,9 @@ def fallback_grads(model: nn.Module, names: list[str], args: tuple, output_grad:
         return (out.squeeze(0) * go).sum()
 
     per_sample = vmap(grad(sample_objective), in_dims=(None, in_dims, 0), chunk_size=chunk_size)
-    return per_sample(wanted, tuple(x.detach() if isinstance(x, torch.Tensor) else x for x in args),
-                      output_grad)
+    token = _RERUN.set(True)
+    try:
+        return per_sample(wanted, tuple(x.detach() if isinstance(x, torch.Tensor) else x for x in args),
+                          output_grad)
+    finally:
+        _RERUN.reset(token)

@@ -18,6 +18,7 @@ from collections import deque
 import torch
 from torch import nn
 
+from ..cockpit.taps import rerunning
 from .findings import Finding
 
 
@@ -367,7 +368,7 @@ class DyingReLUs(Watcher):
 
     def _hook(self, path):
         def hook(module, _inputs, output):
-            if not module.training or not isinstance(output, torch.Tensor) or output.dim() < 2:
+            if not module.training or not isinstance(output, torch.Tensor) or output.dim() < 2 or rerunning():
                 return
             with torch.no_grad():
                 unit = -1 if output.dim() == 3 else 1

@@ -38,7 +38,7 @@ def _majority(bins: np.ndarray, labels: np.ndarray, classes: int) -> float:
 
 class Leakage(Check):
     """A single input feature that predicts the label on its own (the label, or something computed from it,
-    left among the features)."""
+    left among the features); in token ids, the label's own tokens written into the texts."""
 
     id, title = "leakage", "A feature leaks the label"
     cause = "leakage"
@@ -46,8 +46,14 @@ class Leakage(Check):
 
     def run(self, ctx):
         X, Y = inputs.main(ctx.data.order_X), ctx.data.order_Y
-        if X.dim() != 2 or X.shape[1] > 2000 or len(X) < 100 or Y.dim() != 1:
-            raise Skip("needs tabular inputs (samples x features, at most 2000) and one target per sample")
+        if X.dim() != 2 or len(X) < 100 or Y.dim() != 1:
+            raise Skip("needs tabular inputs or token ids (samples x values) and one target per sample")
+        if ctx.data.classification and not X.dtype.is_floating_point and X.dtype != torch.bool:
+            found = self._label_tokens(ctx, X, Y)
+            if found:
+                return found
+        if X.shape[1] > 2000:
+            raise Skip("more than 2000 features")
         x = X.double().numpy()
         if ctx.data.classification:
             labels = Y.numpy()
@@ -75,6 +81,56 @@ class Leakage(Check):
             f"Remove feature {best} (and anything derived from the label or recorded after it) from the inputs.",
             evidence={"feature": best, "score": scores[best], "features": x.shape[1]},
             place="data", where=f"feature {best}", node=ctx.input_node())]
+
+
+    def _label_tokens(self, ctx, X: torch.Tensor, Y: torch.Tensor) -> list:
+        """Token ids: tokens found in (nearly) one class only, each in at least 2 % of the samples, that
+        between them mark nearly every sample, each at the same place counted from the text's start or end:
+        the label written into the text (a label token appended). Real keywords sit anywhere in the text and
+        also turn up in other classes' texts; a word in every text marks no class."""
+        labels = torch.as_tensor(np.unique(Y.numpy(), return_inverse=True)[1])
+        classes = int(labels.max()) + 1
+        ids = X.long()
+        if classes < 2 or bool((ids < 0).any()):
+            return []
+        vocab = int(ids.max()) + 1
+        if vocab * classes > 20_000_000:
+            return []
+        rows = torch.arange(len(ids)).unsqueeze(1).expand_as(ids)
+        pairs = torch.unique(rows.reshape(-1) * vocab + ids.reshape(-1))  # each token once per sample
+        token, row = pairs % vocab, pairs // vocab
+        counts = torch.bincount(token * classes + labels[row], minlength=vocab * classes).reshape(vocab, classes)
+        support = counts.sum(1)
+        pure = (support >= max(5, 0.02 * len(ids))) & (counts.max(1).values >= self.accuracy * support)
+        marked = torch.zeros(len(ids), dtype=torch.bool)
+        marked[row[pure[token]]] = True
+        share = float(marked.float().mean())
+        if share < self.accuracy or not _at_one_slot(ids, pure[ids], self.accuracy):
+            return []
+        tokens = torch.nonzero(pure).flatten().tolist()
+        shown = ", ".join(map(str, tokens[:8])) + (" ..." if len(tokens) > 8 else "")
+        return [self.finding(
+            "error", f"Token ids {shown} each occur in one class only and between them mark {share:.1%} of the "
+            "samples: the label is written into the inputs (a label token appended or kept by preprocessing).",
+            "Remove the label's tokens from the texts (check what the preprocessing appends or prepends).",
+            evidence={"tokens": tokens[:20], "marked_share": share, "classes": classes},
+            place="data", where=f"token {tokens[0]}", node=ctx.input_node())]
+
+
+def _at_one_slot(ids: torch.Tensor, marks: torch.Tensor, share: float) -> bool:
+    """Whether the first marking token of (nearly) every marked text sits at one offset from the start or from
+    the end of its real tokens (padding, the last column's commonest value, left out on either side)."""
+    rows = marks.any(1)
+    ids, marks = ids[rows], marks[rows]
+    real = ids != torch.mode(ids[:, -1]).values
+    width = ids.shape[1]
+    first = real.int().argmax(1)
+    last = width - 1 - real.flip(1).int().argmax(1)
+    at = marks.int().argmax(1)
+    for offset in (at - first, last - at):
+        if float(torch.bincount(offset.clamp(0, width)).max()) >= share * len(at):
+            return True
+    return False
 
 
 class BlankInputs(Check):

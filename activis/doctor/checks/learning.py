@@ -65,6 +65,11 @@ class LabelCoupling(Check):
     id, title = "label_coupling", "Labels decoupled from inputs"
     cause = "labels_decoupled"
     steps = 150
+    # With class weights (or heavy imbalance) the held-out loss is ruled by a few rare samples, each weighed
+    # many times: a model that learnt the classes can still lose there to a constant. The mean per-class
+    # recall weighs every class alike whatever the loss does; this far above chance and the shuffled copy,
+    # the labels are coupled.
+    balanced_margin = 0.15
 
     def run(self, ctx):
         X, Y = ctx.data.X, ctx.data.Y
@@ -78,7 +83,7 @@ class LabelCoupling(Check):
         xt, yt, xh, yh = inputs.take(X, train), Y[train], inputs.take(X, held), Y[held]
         shuffled = yt[torch.randperm(len(yt), generator=torch.Generator().manual_seed(ctx.seed + 1))]
         real, _, real_curve = ctx.trained_copy(xt, yt, self.steps, held=(xh, yh))
-        _, _, control_curve = ctx.trained_copy(xt, shuffled, self.steps, held=(xh, yh))
+        control, _, control_curve = ctx.trained_copy(xt, shuffled, self.steps, held=(xh, yh))
         # the best held-out loss along training: early stopping's view, so that overfitting a hard task
         # does not read as not learning it
         held_real, held_control = _best(real_curve), _best(control_curve)
@@ -97,6 +102,12 @@ class LabelCoupling(Check):
         beats_base = base is None or held_real - floor < 0.97 * (base - floor)
         if beats_control and beats_base:
             return []
+        with torch.no_grad():
+            balanced = _balanced_accuracy(out_held, yh), _balanced_accuracy(_out(control, xh), yh)
+        if None not in balanced:
+            evidence["balanced_accuracy"], evidence["balanced_accuracy_shuffled_labels"] = balanced
+            if balanced[0] > max(balanced[1], 1.0 / out_held.shape[1]) + self.balanced_margin:
+                return []
         why = ("it predicts held-out samples no better than a copy trained on shuffled labels"
                if not beats_control else "it predicts held-out samples no better than the base rate")
         return [self.finding(
@@ -133,6 +144,16 @@ def _floor(ctx, out, y) -> float:
             return value
     high, low = 1 - eps + eps / c, eps / c
     return -(high * math.log(high) + (c - 1) * low * math.log(low))
+
+
+def _balanced_accuracy(out: torch.Tensor, y: torch.Tensor) -> float | None:
+    """The mean over the classes present of the share of their samples predicted right; None unless the
+    output is (N, C) class scores for integer labels."""
+    if out.dim() != 2 or out.shape[1] < 2 or y.dim() != 1 or y.dtype.is_floating_point or len(y) != len(out):
+        return None
+    right = out.argmax(1) == y
+    recalls = [float(right[y == c].float().mean()) for c in y.unique().tolist() if 0 <= c < out.shape[1]]
+    return sum(recalls) / len(recalls) if recalls else None
 
 
 def _best(curve: list[float]) -> float:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import warnings
 
 import torch
@@ -44,7 +45,8 @@ class OptimizerAttached(Check):
 
 
 class LossShapes(Check):
-    """Prediction and target have shapes the loss does not silently broadcast ((N, 1) against (N,))."""
+    """Prediction and target have shapes the loss does not silently broadcast ((N, 1) against (N,), or
+    against (N, 3): one output column stretched over three target columns)."""
 
     id, title = "loss_shapes", "Prediction and target shapes broadcast in the loss"
     cause = "loss_function"
@@ -68,16 +70,20 @@ class LossShapes(Check):
             joint = torch.broadcast_shapes(out.shape, y.shape)
         except RuntimeError:
             return []
-        if torch.Size(joint).numel() <= max(out.numel(), y.numel()):
+        numel = torch.Size(joint).numel()
+        if numel <= min(out.numel(), y.numel()):  # same elements, only laid out differently
             return []
         told = any("target size" in str(w.message) for w in caught)
+        what = ("every prediction is compared with every target" if numel > max(out.numel(), y.numel()) else
+                "each prediction is repeated to meet several targets" if out.numel() < y.numel() else
+                "each target is repeated to meet several predictions")
         return [self.finding(
             "error", f"The prediction {list(out.shape)} and the target {list(y.shape)} broadcast to "
-            f"{list(joint)} in the loss: every prediction is compared with every target"
-            + (" (torch warned too)." if told else "."),
-            f"Reshape one to the other's shape: output.squeeze(-1) or target.view({', '.join(map(str, out.shape))}).",
-            evidence={"prediction_numel": out.numel(), "target_numel": y.numel(),
-                      "broadcast_numel": torch.Size(joint).numel()}, place="loss", node=node)]
+            f"{list(joint)} in the loss: {what}" + (" (torch warned too)." if told else "."),
+            f"Give the model as many outputs as the target has values per sample ({list(y.shape[1:])}), or "
+            f"reshape one to the other's shape: output.squeeze(-1) or target.view({', '.join(map(str, out.shape))}).",
+            evidence={"prediction_numel": out.numel(), "target_numel": y.numel(), "broadcast_numel": numel},
+            place="loss", node=node)]
 
 
 class LossSign(Check):
@@ -141,20 +147,45 @@ def _ideal_predictions(out: torch.Tensor, y: torch.Tensor):
 
 
 class DoubleSoftmax(Check):
-    """A softmax or sigmoid at the output, before a loss that applies its own (cross-entropy from logits)."""
+    """A softmax or sigmoid at the output, before a loss that applies its own (cross-entropy from logits);
+    or a loss that squashes the logits itself (softmax inside a custom loss, before F.cross_entropy)."""
 
     id, title = "double_softmax", "Output activation applied twice"
     cause = "output_activation"
 
     def run(self, ctx):
         loss = ctx.loss_fn
-        if not isinstance(loss, nn.CrossEntropyLoss | nn.BCEWithLogitsLoss):
-            raise Skip("the loss is not a torch cross-entropy module taking logits")
-        node = ctx.graph.output_node
-        if node is None or kind_of(node) not in ("softmax", "sigmoid"):
+        if isinstance(loss, nn.CrossEntropyLoss | nn.BCEWithLogitsLoss):
+            node = ctx.graph.output_node
+            if node is None or kind_of(node) not in ("softmax", "sigmoid"):
+                return []
+            return [self.finding(
+                "warning", f"The model ends in {node.kind} and {type(loss).__name__} applies it again: "
+                "gradients shrink and the loss cannot reach zero.",
+                f"Remove the final {node.kind}: {type(loss).__name__} takes raw logits.",
+                evidence={}, place="node", where=node.name, node=node.name)]
+        return self._squashing_loss(ctx)
+
+    def _squashing_loss(self, ctx):
+        """A loss on class logits falls towards its minimum as correct logits grow confident (cross-entropy
+        to 0; label smoothing makes it rise again). One that stays put far above 0 between logits of 6 and
+        60 saturated: it sees probabilities where it expects logits, and its gradient vanishes there."""
+        out, y = ctx.output(), ctx.y
+        if y.dtype.is_floating_point or out.dim() < 2 or y.dim() != out.dim() - 1 or out.shape[0] != y.shape[0]:
+            raise Skip("neither a torch cross-entropy module nor class logits for integer labels")
+        classes = out.shape[1]
+        confident = 6 * (2 * F.one_hot(y.clamp(0, classes - 1), classes).movedim(-1, 1).to(out.dtype) - 1)
+        with torch.no_grad():
+            at_init, at_6, at_60 = (float(ctx.loss(p, y)) for p in (out, confident, 10 * confident))
+        if not all(map(math.isfinite, (at_init, at_6, at_60))) or at_init <= 0:
+            raise Skip("the loss is not finite or not positive at these logits (see loss_sign)")
+        if at_6 < 0.25 * at_init or abs(at_60 - at_6) > 0.01 * at_6:
             return []
         return [self.finding(
-            "warning", f"The model ends in {node.kind} and {type(loss).__name__} applies it again: "
-            "gradients shrink and the loss cannot reach zero.",
-            f"Remove the final {node.kind}: {type(loss).__name__} takes raw logits.",
-            evidence={}, place="node", where=node.name, node=node.name)]
+            "error", f"The loss stays at {at_6:.3g} for correct logits of 6 and of 60 (at the start: {at_init:.3g}): "
+            "it squashes the logits before the loss (probabilities passed to cross-entropy), so it cannot reach "
+            "its minimum and its gradient vanishes for confident predictions.",
+            "Pass the raw logits to F.cross_entropy / nn.CrossEntropyLoss (it applies log-softmax itself); "
+            "drop the softmax inside the loss.",
+            evidence={"loss_at_init": at_init, "loss_at_logits_6": at_6, "loss_at_logits_60": at_60},
+            place="loss", node=ctx.output_node())]
