@@ -13,6 +13,7 @@ import instance_panel from "./instance_panel.js";
 import misclassification_view from "./misclassification_view.js";
 import projection_view from "./projection_view.js";
 import runs_panel from "./runs_panel.js";
+import sample_quantities_view from "./sample_quantities_view.js";
 import selection from "./selection.js";
 import slice_suggestions from "./slice_suggestions.js";
 import subset_panel from "./subset_panel.js";
@@ -24,8 +25,8 @@ import { readBuffers, StaticManager, StaticModel, withBuffers } from "./export/r
 /** @type {Record<string, {render: Function}>} */
 const MODULES = {
   activation_matrix, cka_view, cockpit_panel, data_map_view, doctor_report, evaluation_panel, graph_view,
-  instance_panel, misclassification_view, projection_view, runs_panel, selection, slice_suggestions, subset_panel,
-  timeline_view,
+  instance_panel, misclassification_view, projection_view, runs_panel, sample_quantities_view, selection,
+  slice_suggestions, subset_panel, timeline_view,
 };
 
 function h(/** @type {string} */ tag, /** @type {string} */ className, /** @type {string} */ text = "") {

@@ -96,6 +96,12 @@ def test_run_page_moves_every_view_to_a_checkpoint_offline(tmp_path, browser, ex
         np.testing.assert_allclose(sample["confidence"], np.asarray(at.column("confidence"))[sample["index"]],
                                    rtol=1e-6)
         assert not np.allclose(np.asarray(at.column("confidence")), np.asarray(store.column("confidence")))
+        # the per-instance instruments draw in the page and hold step 5's values
+        assert page.locator("text=(a view this page cannot draw)").count() == 0
+        page.wait_for_selector(".activis-per_sample[data-step='5']")
+        shown = page_state(page, "sample_quantities_view", "values", "quantity_names")
+        expected = activis.instance_quantities(at)[shown["quantity_names"]].to_numpy(np.float32).T
+        np.testing.assert_allclose(np.array(shown["values"]["data"]).reshape(expected.shape), expected, rtol=1e-6)
         # the step brush: a range brushed in the cockpit's loss chart shows the last checkpoint in it
         brush = cockpit.locator(".av-card[data-instrument='loss'] [data-role='brush']")
         brush.scroll_into_view_if_needed()

@@ -85,5 +85,6 @@ def _explorer_views(explorer) -> dict:
         timeline = explorer.timeline
         views["timeline"] = timeline.view
         views.update({role: view for role, view in (("cockpit", timeline.cockpit), ("data_map", timeline.data_map),
-                                                     ("cka", timeline.cka)) if view is not None})
+                                                     ("cka", timeline.cka), ("per_sample", timeline.per_sample))
+                      if view is not None})
     return views

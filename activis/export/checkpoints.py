@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..dynamics import instance_quantities
 from ..widgets.projection_view import color_encoding, color_options
 from .explorer import hover_fields
 from .state import PageState
@@ -92,5 +93,10 @@ def _step_data(explorer, step: int, state: PageState, base: dict, halve: bool) -
     # a subset over predictions holds other instances at another checkpoint
     subsets = {name: state.add_buffer(np.asarray(explorer.subsets.indices_in(name, at), dtype=np.int32))
                for name in explorer.subsets.names}
-    return {"step": int(step), "layers": layers, "instances": {k: state.add_buffer(v) for k, v in table.items()},
-            "colourings": colourings, "hover": changed, "subsets": subsets}
+    entry = {"step": int(step), "layers": layers, "instances": {k: state.add_buffer(v) for k, v in table.items()},
+             "colourings": colourings, "hover": changed, "subsets": subsets}
+    per_sample = timeline.per_sample
+    if per_sample is not None:  # the per-instance instruments at this checkpoint, as the view holds them
+        values = instance_quantities(at)[list(per_sample.quantity_names)].to_numpy(np.float32).T
+        entry["per_sample"] = {"values": state.add_buffer(np.ascontiguousarray(values)), "shape": list(values.shape)}
+    return entry

@@ -16,6 +16,7 @@ export function coordinateCheckpoints(manager, node, buffers, links, root) {
   const data = node.data, run = data.checkpoints;
   const model = (/** @type {string} */ role) => manager.models.get(node.views[role]);
   const timeline = model("timeline"), cockpit = model("cockpit"), cka = model("cka"), dataMap = model("data_map");
+  const perSample = model("per_sample");
   const projection = model("projection");
   const sel = manager.models.get(node.selection);
   if (!timeline || !sel) return;
@@ -52,6 +53,10 @@ export function coordinateCheckpoints(manager, node, buffers, links, root) {
     if (timeline.get("step") !== step) timeline.set("step", step);
     if (cockpit) cockpit.set("marked_step", step);
     if (cka) cka.set("marked_step", step);
+    if (perSample && at.per_sample) {  // the per-instance instruments at this checkpoint
+      const values = { dtype: "float32", shape: at.per_sample.shape, buffer: buffers[at.per_sample.values] };
+      perSample.setMany({ values, step });
+    }
     root.dataset.checkpoint = String(step);
   }
 
@@ -83,6 +88,12 @@ export function coordinateCheckpoints(manager, node, buffers, links, root) {
     dataMap.on("change:brushed", () => {
       const brushed = dataMap.get("brushed");
       sel.setMany({ brush: brushed && brushed.shape[0] ? brushed : null, brush_source: "data_map" });
+    });
+  }
+  if (perSample) {  // a range dragged across a per-instance histogram is the shared brush, as in the notebook
+    perSample.on("change:brushed", () => {
+      const brushed = perSample.get("brushed");
+      sel.setMany({ brush: brushed && brushed.shape[0] ? brushed : null, brush_source: "per_sample" });
     });
   }
   disableKernelControls(root);
