@@ -168,3 +168,17 @@ def test_a_view_leaves_a_static_card_where_widgets_cannot_load(tmp_path):
     data, _ = activis.ActivationMatrix(store, "hidden")._repr_mimebundle_()
     assert "application/vnd.jupyter.widget-view+json" in data
     assert "activis ActivationMatrix · layer: hidden" in data["text/html"] and "save_html" in data["text/html"]
+
+
+def test_a_control_that_needs_the_kernel_keeps_the_words_it_shows():
+    """A dropdown without a description (the explorer's "+ layer…") is named by its option, not its class."""
+    import ipywidgets as widgets
+
+    from activis.export.state import PageState
+
+    state = PageState()
+    chosen = state.layout(widgets.Dropdown(options=["+ layer…", "fc1"], value="+ layer…"))
+    described = state.layout(widgets.Button(description="Play"))
+    bare = state.layout(widgets.Button())
+    assert (chosen["kind"], chosen["text"]) == ("kernel", "+ layer…")
+    assert described["text"] == "Play" and bare["text"] == "Button"

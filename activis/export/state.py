@@ -89,8 +89,14 @@ class PageState:
         if isinstance(widget, (widgets.Label, widgets.HTML, widgets.HTMLMath)):
             # HTML widgets are shown as their text: nothing from the notebook becomes markup in the page
             return {"kind": "text", "text": str(widget.value), "style": style}
-        description = getattr(widget, "description", "") or type(widget).__name__
+        description = getattr(widget, "description", "") or _label_of(widget) or type(widget).__name__
         return {"kind": "kernel", "text": str(description), "style": style}
+
+
+def _label_of(widget) -> str:
+    """What a control without a description shows in the notebook: a dropdown's chosen option."""
+    label = getattr(widget, "label", None)
+    return label if isinstance(label, str) else ""
 
 
 def _shown(widget) -> bool:
