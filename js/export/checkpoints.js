@@ -3,7 +3,9 @@
 // done here over each checkpoint's embedded data (activis/export/checkpoints.py). The timeline's slider,
 // a step range brushed in the cockpit and a CKA cell move the checkpoint; a move swaps the activations,
 // aligned layouts, predictions, colourings, tooltips and subsets the explorer's links read, then redraws.
-// The data map's box brush is the shared brush. What needs Python is disabled, with a note.
+// The data map's box and the per-instance ranges are the shared brush. What needs Python is disabled, with a note.
+import { decodeArray } from "../common/arrays.js";
+import { clausesFor } from "../common/selection.js";
 
 /**
  * @param {import("./runtime.js").StaticManager} manager
@@ -84,16 +86,15 @@ export function coordinateCheckpoints(manager, node, buffers, links, root) {
     });
     sel.on("change:layer", () => cka.set("marked_layer", sel.get("layer")));
   }
-  if (dataMap) {
-    dataMap.on("change:brushed", () => {
-      const brushed = dataMap.get("brushed");
-      sel.setMany({ brush: brushed && brushed.shape[0] ? brushed : null, brush_source: "data_map" });
-    });
-  }
-  if (perSample) {  // a range dragged across a per-instance histogram is the shared brush, as in the notebook
-    perSample.on("change:brushed", () => {
-      const brushed = perSample.get("brushed");
-      sel.setMany({ brush: brushed && brushed.shape[0] ? brushed : null, brush_source: "per_sample" });
+  // a box in the data map or a range across a per-instance histogram is the shared brush, as in the notebook
+  /** @type {[any, string][]} */
+  const brushing = [[dataMap, "data_map"], [perSample, "per_sample"]];
+  for (const [view, source] of brushing) {
+    if (!view) continue;
+    const clauses = clausesFor(sel, source);
+    view.on("change:brushed", () => {
+      const brushed = decodeArray(view.get("brushed"))?.data;
+      sel.setMany(clauses.write("brush", brushed && brushed.length ? brushed : null));
     });
   }
   disableKernelControls(root);
