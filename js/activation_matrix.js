@@ -10,6 +10,7 @@ import { colourScale, paintCells, sortOrder, cellLines, STAT_TITLE } from "./mat
 import { formatNumber } from "./common/format.js";
 import { HEADER_H, drawMarks, drawHeader, paintRamp } from "./matrix/paint.js";
 import { CSS, matrixDom, rowLabel } from "./matrix/dom.js";
+import { BRUSH_KEY, pageRows } from "./matrix/local_rows.js";
 
 /**
  * @typedef {import("./common/arrays.js").Serialised} Serialised
@@ -30,7 +31,8 @@ const MAX_CELL_W = 40;
 
 export default defineView({
   name: "matrix", css: CSS, source: "matrix", setup,
-  arrays: ["values", "neuron_order", "row_members", "row_offsets", "index_members", "index_offsets"],
+  arrays: ["values", "neuron_order", "row_members", "row_offsets", "index_members", "index_offsets",
+    "page_activations"],
 });
 
 /** @param {import("./common/view.js").Kit} kit */
@@ -73,6 +75,9 @@ function setup(kit) {
   let members = new Map();
   /** @type {{ layer: string, neurons: number[] }} neurons a linked view points at (selection.highlight_neurons) */
   let highlight = { layer: "", neurons: [] };
+  const pageRowsHere = pageRows(kit);
+  /** @type {ArrayLike<number> | null | undefined} the brush clause last drawn (undefined: none seen yet) */
+  let seenBrush;
 
   const keyIndex = (key) => rows.findIndex((r) => r.key === key);
   const save = (changes) => {
@@ -286,9 +291,8 @@ function setup(kit) {
     requestAnimationFrame(() => { el.dataset[`${kind}Frame`] = (performance.now() - t0).toFixed(2); });
   }
 
-  /** Everything from new values: difference, scale, order, image, layout, labels. */
+  /** Everything from the kernel's values: difference, scale, order, image, layout, labels. */
   function fullDraw() {
-    const t0 = performance.now();
     const decoded = kit.array("values");
     rows = model.get("rows") || [];
     if (decoded && decoded.shape.length === 2) {
@@ -298,6 +302,13 @@ function setup(kit) {
       R = 0; N = 0; raw = new Float32Array(0);
     }
     if (rows.length !== R) rows = rows.slice(0, R); // rows and values arrive in one message; be safe
+    drawAll("kernel");
+  }
+
+  /** Draw `raw` and `rows` from scratch; `from` says who computed them ("kernel", or "page": a brushed
+   * row computed here before the kernel's arrives). */
+  function drawAll(/** @type {string} */ from) {
+    const t0 = performance.now();
     computeShown();
     computeScale();
     computeOrder();
@@ -309,7 +320,21 @@ function setup(kit) {
     fillSelects();
     const ms = performance.now() - t0;
     updateInfo(ms);
+    el.dataset.rowsFrom = from;
     markRendered("drawMs", ms);
+  }
+
+  /** The brush changed in the page: draw its row (or drop it) now, from the layer the page holds; the
+   * kernel's row replaces it when it arrives. Without the layer here the row waits for the kernel. */
+  function drawPageBrush(/** @type {ArrayLike<number> | null} */ brush) {
+    const next = pageRowsHere.withBrush({ raw, rows, N }, brush);
+    if (!next) return;
+    ({ raw, rows } = next);
+    R = rows.length;
+    if (next.members) members.set(BRUSH_KEY, next.members);
+    else members.delete(BRUSH_KEY);
+    sharedHoverRow = -1;
+    drawAll("page");
   }
 
   /** A new neuron order only (sort row, mode, cluster order): no new values, same scale. */
@@ -417,6 +442,9 @@ function setup(kit) {
     if (sel !== shared) sharedHoverRow = -1;
     shared = sel;
     if (!sel) return;
+    const brush = sel.clause("brush"); // decoded once per value: the same object while it stands
+    if (seenBrush !== undefined && brush !== seenBrush) drawPageBrush(brush);
+    seenBrush = brush;
     const neuron = sel.get("neuron");
     if (typeof neuron === "number" && neuron >= -1 && neuron < N && neuron !== model.get("selected_neuron")) {
       save({ selected_neuron: neuron });

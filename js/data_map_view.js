@@ -172,12 +172,17 @@ function setup(kit) {
         if (x >= xa && x <= xb && y >= ya && y <= yb) picked.push(i);
       }
     }
+    // the explorer's brush, written here so the other views follow it at once (the kernel clears it)
+    if (shared && picked.length) shared.setClause("brush", picked);
     model.set("brushed", picked.length ? encodeArray(Int32Array.from(picked), "int32") : null);
     model.save_changes();
     draw();
   });
 
+  /** @type {import("./common/selection.js").SharedSelection | null} */
+  let shared = null;
   kit.selection((sel) => {
+    shared = sel;
     highlighted = sel ? sel.clause("brush") : null;
     draw();
   });

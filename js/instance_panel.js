@@ -9,6 +9,7 @@ import { h } from "./common/dom.js";
 import { formatInteger, formatNumber } from "./common/format.js";
 import { decodeArray } from "./common/arrays.js";
 import { rampColour } from "./common/colours.js";
+import { narrowSample } from "./instances/narrow.js";
 
 /**
  * @typedef {import("./common/arrays.js").Serialised} Serialised
@@ -179,15 +180,28 @@ function setup(kit) {
   }
   const useThumbs = () => !!(atlas && model.get("thumbnails"));
 
+  let kernelSample = null; // the kernel's sample; `sample` is it, or it narrowed to a brush in the page
   function readSample() {
-    sample = decodeSample(model.get("_sample"));
+    sample = kernelSample = decodeSample(model.get("_sample"));
     atlas = sample ? buildAtlas(sample.thumbs) : null;
+  }
+  /** @type {ArrayLike<number> | null | undefined} the brush clause last seen (undefined: none yet) */
+  let seenBrush;
+  /** A brush made in the page: narrow to it now; the kernel's sample within it replaces this. */
+  function narrowTo(/** @type {ArrayLike<number> | null} */ brush) {
+    if (!kernelSample || !brush || !brush.length) return; // a cleared brush needs the kernel's new sample
+    sample = narrowSample(kernelSample, brush, new Set(model.get("pinned") || []));
+    atlas = buildAtlas(sample.thumbs);
+    schedule(false);
   }
   // an explorer's shared selection lights instances up from the browser, no kernel round trip:
   // another view's hover first, else the active subset, else this view's own highlighted_indices
   /** @type {ArrayLike<number> | null} */
   let linked = null;
   function followShared(/** @type {import("./common/selection.js").SharedSelection | null} */ sel) {
+    const brush = sel ? sel.clause("brush") : null;
+    if (seenBrush !== undefined && brush !== seenBrush) narrowTo(brush);
+    seenBrush = brush;
     const hover = sel ? sel.clause("hover") : null;
     const next = hover && hover.length ? hover : sel ? sel.indices("subset_indices") : null;
     const before = linked;
@@ -236,7 +250,9 @@ function setup(kit) {
     const t0 = performance.now();
     readSelections();
     const sortKeysRaw = kit.array("_sort_keys");
-    const sortKeys = sortKeysRaw ? sortKeysRaw.data : null;
+    const sortKeys = sortKeysRaw && sample && sample.kept
+      ? Float32Array.from(sample.kept, (/** @type {number} */ i) => sortKeysRaw.data[i])
+      : sortKeysRaw ? sortKeysRaw.data : null;
     valueFill = null;
     if (sample && sortKeys && sortKeys.length === sample.n) {
       let lo = Infinity, hi = -Infinity;
@@ -260,7 +276,8 @@ function setup(kit) {
       lay = null;
       canvas.width = canvas.height = overlay.width = overlay.height = 0;
       stack.style.height = "0px";
-      const text = sample ? "No instances to show: the filter selects none." : "No data.";
+      const text = !sample ? "No data." : sample.counting ? "None of the instances shown is brushed; sampling…"
+        : "No instances to show: the filter selects none.";
       headers.appendChild(h("div", { className: "av-ip-empty", text }));
       finish(t0, 0, 0, 0, 0, []);
       return;
@@ -400,10 +417,12 @@ function setup(kit) {
       display: "inline-block", width: "9px", height: "9px", marginRight: "4px", background: colorOf(k) } });
     const name = h("b", { text: nameOf(k) });
     const us = (/** @type {number} */ v) => formatInteger(Number(v));
-    const counts = h("span", { text: ` · ${us(shownTotal)} shown of ${us(classTotal)}` });
+    // narrowed in the page, the class totals over the brush are the kernel's to count
+    const of = (/** @type {number} */ total) => (sample.counting ? "" : ` of ${us(total)}`);
+    const counts = h("span", { text: ` · ${us(shownTotal)} shown${of(classTotal)}` });
     const right = h("span", {
       className: "av-ip-right",
-      text: g.wrong.length || classWrong ? `misclassified: ${g.wrong.length} shown of ${us(classWrong)} →` : "",
+      text: g.wrong.length || classWrong ? `misclassified: ${g.wrong.length} shown${of(classWrong)} →` : "",
     });
     headers.appendChild(h("div", { className: "av-ip-group", "data-label": String(k), style: { top: `${g.top}px` } },
       [sw, name, counts, right]));
@@ -437,6 +456,7 @@ function setup(kit) {
     el.dataset.colourBy = valueFill ? "values" : "class";
     el.dataset.layout = JSON.stringify(summary);
     el.dataset.drawMs = ms.toFixed(2);
+    el.dataset.sampleFrom = s && s.counting ? "page" : "kernel";
     el.dataset.rendered = String(Number(el.dataset.rendered || 0) + 1);
   }
 

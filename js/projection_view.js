@@ -71,6 +71,8 @@ function setup(kit) {
   let linkedLit = null; // instances another view lights up (its hover or subset)
   /** @type {ArrayLike<number> | null} */
   let linkedBrush = null; // instances inside another view's brush
+  /** @type {import("./common/selection.js").SharedSelection | null} */
+  let shared = null; // the explorer's Selection, when one is attached
   let linkedHoverRow = -1;
   let palette = new Uint32Array(256), faded = new Uint32Array(256), faint = new Uint32Array(256);
   let paletteCss = [];
@@ -342,8 +344,11 @@ function setup(kit) {
 
   // ---------------------------------------------------------------- selection
   function sendSelection(rows, polygon = null) {
-    const sorted = Array.from(rows, idOfRow).sort((a, b) => a - b);
-    model.set("selected_indices", encodeArray(Int32Array.from(sorted), "int32"));
+    const sorted = Int32Array.from(Array.from(rows, idOfRow)).sort();
+    // a lasso, a box or a legend pick is the explorer's brush: written here, the other views follow it
+    // without waiting for the kernel (which makes a click on one point a pin, and clears the brush itself)
+    if (shared && (sorted.length > 1 || (polygon && sorted.length === 1))) shared.setClause("brush", sorted);
+    model.set("selected_indices", encodeArray(sorted, "int32"));
     // the lasso / box that made this selection (layout coordinates); none for clicks and legend picks
     const poly = polygon ? Float64Array.from(polygon) : null;
     const lasso = poly ? { dtype: "float64", shape: [poly.length / 2, 2], buffer: new DataView(poly.buffer) } : null;
@@ -528,6 +533,7 @@ function setup(kit) {
   // ---------------------------------------------------------------- shared selection (explorer)
   /** Follow the shared selection: every clause but this view's own (the Selection applies Mosaic's rule). */
   function followShared(/** @type {import("./common/selection.js").SharedSelection | null} */ sel) {
+    shared = sel;
     const hover = sel ? sel.clause("hover") : null;
     const lit = hover && hover.length ? hover : sel ? sel.indices("subset_indices") : null;
     if (lit !== linkedLit) {

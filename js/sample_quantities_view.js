@@ -147,6 +147,8 @@ function setup(kit) {
       /** @type {number[]} */
       const picked = [];
       for (let i = 0; i < values.length; i++) if (values[i] >= lo && values[i] <= hi) picked.push(i);
+      // the explorer's brush, written here so the other views follow it at once (the kernel clears it)
+      if (shared && picked.length) shared.setClause("brush", picked);
       model.set("brush_quantity", model.get("quantity_names")[q]);
       model.set("brush_range", [lo, hi]);
       model.set("brushed", encodeArray(Int32Array.from(picked), "int32"));
@@ -155,7 +157,10 @@ function setup(kit) {
     });
   }
 
+  /** @type {import("./common/selection.js").SharedSelection | null} */
+  let shared = null;
   kit.selection((sel) => {
+    shared = sel;
     highlighted = sel ? sel.clause("brush") : null;
     draw();
   });

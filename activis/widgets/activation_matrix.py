@@ -24,6 +24,7 @@ from ._arrays import array_serialization
 from ._base import Choice, View, bundle
 from .errors import ViewError, check_index, check_layer, check_same_instances, check_store, unknown
 from .matrix_deferred import DeferredRows
+from .matrix_local import PageLayer
 from .row_keys import INSTANCE_PREFIX, SUBSET_PREFIX, instance_of, instance_row, is_reserved, subset_of, subset_row
 from .selection import Selection
 
@@ -99,6 +100,10 @@ class ActivationMatrix(View):
     index_members = traitlets.Any(None).tag(sync=True, **array_serialization)
     index_offsets = traitlets.Any(None).tag(sync=True, **array_serialization)
     index_keys = traitlets.List(traitlets.Unicode()).tag(sync=True)
+    # the shown layer in the page, for a brushed row drawn before the kernel's (`matrix_local`): its stored
+    # dtype ("" until sent) and values (None above the byte budget)
+    page_activations = traitlets.Any(None).tag(sync=True, **array_serialization)
+    page_dtype = traitlets.Unicode("").tag(sync=True)
 
     def __init__(self, store, layer: str | None = None, *, subsets: Subsets | None = None, rows=None,
                  background: bool = False, **kwargs):
@@ -128,6 +133,10 @@ class ActivationMatrix(View):
         self.available_subsets = self._subsets.names
         self._subsets.observe(self._on_subsets_changed)
         self.observe(self._on_rows, names=["row_keys"])
+        # before the values: the page drops the old layer's activations before it draws the new layer
+        self.page_layer = PageLayer(self)
+        self.observe(lambda _change: self.page_layer.refresh(), names=["layer", "shared_selection"])
+        self.page_layer.refresh()
         self.observe(self._refresh_values, names=["layer", "statistic", "threshold"])
         self.observe(self._refresh_order, names=["order_mode", "sort_by_row", "difference_to"])
         self.observe(self._on_selected_row, names=["selected_row"])
@@ -173,6 +182,7 @@ class ActivationMatrix(View):
         The matrix's subsets must already read that store (an explorer moves them with it)."""
         self._store = check_same_instances("ActivationMatrix", self._store, store)
         self._members_signature = None  # a subset over predictions may hold other instances now
+        self.page_layer.refresh()
         self._refresh_values()
 
     def set_baseline(self, store=None, label: str = "") -> None:

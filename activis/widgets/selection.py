@@ -44,6 +44,10 @@ def as_indices(values) -> np.ndarray:
     return arr.astype(np.int32)
 
 
+def _same(a, b) -> bool:
+    return (a is None and b is None) or (a is not None and b is not None and np.array_equal(a, b))
+
+
 def _instance(index) -> int:
     if isinstance(index, bool) or not isinstance(index, int | np.integer) or index < 0:
         raise ViewError(f"An instance to pin is an integer index, 0 or more, not {index!r}.")
@@ -90,7 +94,11 @@ class Selection(ChecksTraits, AnyWidget):
         return list(dict.fromkeys(_instance(i) for i in proposal["value"]))
 
     def set_brush(self, indices, source: str) -> None:
+        """Make ``indices`` (None: none) the brush, written by ``source``. The brush a page already wrote
+        (the view's own trait then brings the same indices) changes nothing: views do not refilter."""
         indices = None if indices is None else as_indices(indices)  # refused before anything changes
+        if source == self.brush_source and _same(indices, self.brush):
+            return
         with self.hold_sync():
             self.brush_source = source
             self.brush = None if indices is None else as_indices(indices)

@@ -34,9 +34,10 @@ export const CLAUSES = ["brush", "hover"];
 export function clausesFor(model, source, decode = (raw) => decodeArray(raw)?.data ?? null) {
   const written = (/** @type {string} */ name) => model.get(`${name}_source`) === source;
   /** @type {Clauses["write"]} */
+  // the owner first: a view that follows the clause never sees the new indices under the old owner
   const write = (name, typed) => ({
-    [name]: typed ? encodeArray(Int32Array.from(typed), "int32") : null,
     [`${name}_source`]: source,
+    [name]: typed ? encodeArray(Int32Array.from(typed), "int32") : null,
   });
   return {
     clause: (name) => (written(name) ? null : decode(model.get(name))),
