@@ -631,6 +631,11 @@ function setup(kit) {
   kit.on("colours", () => { computeScale(); buildImage(); blit(); drawLegend(); });
   kit.onResize(scroller, (size) => { seenWidth = size.width; layout(); buildLabels(); blit(); });
 
+  /** For tests and tools: the values a row (by key) is drawn from, or null. */
+  /** @type {any} */ (el).activisRow = (/** @type {string} */ key) => {
+    const r = keyIndex(key);
+    return r < 0 ? null : Array.from(raw.subarray(r * N, (r + 1) * N));
+  };
   decodeMembers();
   kit.selection(followShared);
   fullDraw();
