@@ -9,7 +9,7 @@ import { encodeArray } from "./common/arrays.js";
 import { colourScale, paintCells, sortOrder, cellLines, STAT_TITLE } from "./matrix/cells.js";
 import { formatNumber } from "./common/format.js";
 import { HEADER_H, drawMarks, drawHeader, paintRamp } from "./matrix/paint.js";
-import { CSS, matrixDom, rowLabel } from "./matrix/dom.js";
+import { CSS, matrixDom, relabel, rowLabel } from "./matrix/dom.js";
 import { BRUSH_KEY, pageRows } from "./matrix/local_rows.js";
 
 /**
@@ -329,12 +329,19 @@ function setup(kit) {
   function drawPageBrush(/** @type {ArrayLike<number> | null} */ brush) {
     const next = pageRowsHere.withBrush({ raw, rows, N }, brush);
     if (!next) return;
+    const inPlace = next.rows.length === R && rowEls.length === R;
     ({ raw, rows } = next);
     R = rows.length;
     if (next.members) members.set(BRUSH_KEY, next.members);
     else members.delete(BRUSH_KEY);
     sharedHoverRow = -1;
-    drawAll("page");
+    if (!inPlace) {
+      drawAll("page");
+      return;
+    }
+    const at = keyIndex(BRUSH_KEY);
+    relabel(rowEls[at].div, rows[at]); // the same rows: no layout, only this label and the cells
+    redrawShown("page");
   }
 
   /** A new neuron order only (sort row, mode, cluster order): no new values, same scale. */
@@ -348,8 +355,9 @@ function setup(kit) {
     markRendered("sortMs", ms);
   }
 
-  /** Difference mode changes values and scale but not the data from Python. */
-  function redrawShown() {
+  /** Difference mode changes values and scale but not the data from Python (`from`: a brushed row's values,
+   * computed here, did). */
+  function redrawShown(/** @type {string} */ from = "") {
     const t0 = performance.now();
     computeShown();
     computeScale();
@@ -359,6 +367,7 @@ function setup(kit) {
     drawLegend();
     const ms = performance.now() - t0;
     updateInfo(ms);
+    if (from) el.dataset.rowsFrom = from;
     markRendered("drawMs", ms);
   }
 

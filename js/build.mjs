@@ -10,7 +10,7 @@ const options = {
   entryPoints: entries,
   bundle: true,
   format: "esm",
-  minify: true,
+  minify: !process.env.ACTIVIS_NO_MINIFY,
   target: "es2020",
   outdir: "activis/static",
   logLevel: "info",

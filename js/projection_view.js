@@ -347,7 +347,9 @@ function setup(kit) {
     const sorted = Int32Array.from(Array.from(rows, idOfRow)).sort();
     // a lasso, a box or a legend pick is the explorer's brush: written here, the other views follow it
     // without waiting for the kernel (which makes a click on one point a pin, and clears the brush itself)
+    const t0 = performance.now();
     if (shared && (sorted.length > 1 || (polygon && sorted.length === 1))) shared.setClause("brush", sorted);
+    el.dataset.brushMs = (performance.now() - t0).toFixed(1); // the other views' page work on the brush
     model.set("selected_indices", encodeArray(sorted, "int32"));
     // the lasso / box that made this selection (layout coordinates); none for clicks and legend picks
     const poly = polygon ? Float64Array.from(polygon) : null;
@@ -367,7 +369,9 @@ function setup(kit) {
     const poly = [];
     for (const [X, Y] of cssPoints) poly.push(...cssToData(X, Y));
     const rows = new Set(additive ? currentRows() : []);
+    const t0 = performance.now();
     addRowsInPolygon(pos, n, poly, rows);
+    el.dataset.selectMs = (performance.now() - t0).toFixed(1);
     sendSelection(rows, poly);
   }
 

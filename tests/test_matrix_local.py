@@ -1,10 +1,16 @@
 """The shown layer travels to the page for brushed rows drawn there first (`matrix_local`): in its stored dtype,
 only under the byte budget, only with a shared selection, dropped before another layer's values are drawn."""
 
+import base64
+import json
+import pathlib
+import shutil
+import subprocess
+
 import numpy as np
 import pytest
 
-from activis.store import write_store
+from activis.store import LayerSpec, write_store
 from activis.widgets.activation_matrix import ActivationMatrix
 from activis.widgets.explorer import Explorer
 from activis.widgets.matrix_local import page_layer
@@ -59,3 +65,60 @@ def test_a_brush_the_page_wrote_is_not_applied_twice(store):
     assert len(calls) == 1
     ex.selection.set_brush([3, 1, 2], "data_map")  # another owner: a new clause
     assert ex.selection.brush_source == "data_map"
+
+
+# the page's brushed row (js/matrix/local_rows.js, the saved page's statistics) over the layer as it crosses
+PAGE_ROW = """
+import { readFileSync } from "fs";
+import { pageRows } from "./js/matrix/local_rows.js";
+const { layers, brush, threshold } = JSON.parse(readFileSync(0, "utf8"));
+const out = {};
+for (const [name, { dtype, bits, shape }] of Object.entries(layers)) {
+  const bytes = Buffer.from(bits, "base64");
+  const buffer = bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength);
+  const data = dtype === "float16" ? new Uint16Array(buffer) : new Float32Array(buffer);
+  for (const statistic of ["mean", "active", "std"]) {
+    const traits = { page_dtype: dtype, threshold, statistic, compared_to: "" };
+    const kit = { model: { get: (k) => traits[k] }, el: { dataset: {} }, on: () => {},
+      array: () => ({ data, shape }) };
+    const rows = pageRows(kit).withBrush({ raw: new Float32Array(0), rows: [], N: shape[1] }, brush);
+    out[`${name} ${statistic}`] = { values: Array.from(rows.raw), row: rows.rows[0], dataset: kit.el.dataset };
+  }
+}
+console.log(JSON.stringify(out));
+"""
+
+
+def test_the_page_computes_the_brushed_row_the_kernel_computes(tmp_path):
+    root = pathlib.Path(__file__).resolve().parent.parent
+    esbuild = root / "node_modules" / ".bin" / "esbuild"
+    if shutil.which("node") is None or not esbuild.exists():
+        pytest.skip("node and node_modules (npm install) are needed")
+    rng = np.random.default_rng(3)
+    n = 3000
+    layers = {"h16": rng.normal(size=(n, 17)) * 4, "h32": np.maximum(rng.normal(size=(n, 9)), 0)}
+    store = write_store(tmp_path / "two", layers, labels=rng.integers(0, 3, n),
+                        outputs=rng.normal(size=(n, 3)).astype(np.float32),
+                        layer_specs={"h16": LayerSpec(17), "h32": LayerSpec(9, dtype="float32")})
+    brush = rng.choice(n, 1200, replace=False)
+    brush = np.concatenate([brush, brush[:5]])  # a brush may repeat instances: the row counts each once
+    sent = {}
+    for name in layers:
+        values, dtype = page_layer(store, name)
+        sent[name] = {"dtype": dtype, "shape": list(values.shape), "bits": base64.b64encode(values.tobytes()).decode()}
+    assert [s["dtype"] for s in sent.values()] == ["float16", "float32"]
+    bundled = subprocess.run([str(esbuild), "--bundle", "--format=esm", "--platform=node", "--log-level=warning"],
+                             input=PAGE_ROW, cwd=root, capture_output=True, text=True, timeout=120, check=True).stdout
+    run = subprocess.run(["node", "--input-type=module", "-e", bundled], capture_output=True, text=True, timeout=120,
+                         input=json.dumps({"layers": sent, "brush": brush.tolist(), "threshold": 0.5}))
+    assert run.returncode == 0, run.stderr
+    page = json.loads(run.stdout)
+    for name in layers:
+        matrix = ActivationMatrix(store, name, threshold=0.5)
+        matrix.add_rows_from_indices("selection", f"selection ({len(brush)})", brush)
+        for statistic in ("mean", "active", "std"):
+            matrix.statistic = statistic
+            got = page[f"{name} {statistic}"]
+            np.testing.assert_allclose(got["values"], matrix.values[-1], rtol=1e-6, atol=1e-6)
+            assert got["row"] == matrix.rows[-1]  # the same label, size and description
+            assert got["dataset"] == {"pageRows": "on"}

@@ -115,17 +115,23 @@ export function matrixDom() {
  */
 export function rowLabel(row, rowH, font) {
   const text = h("span", { className: "av-text" });
-  text.textContent = row.label; // from data: text, never markup
   const size = h("span", { className: "av-size" });
-  size.textContent = row.kind === "instance" ? "" : `n=${formatInteger(Number(row.size))}`;
   const sortBtn = h("button", { text: "↓", title: "Sort neurons by this row", className: "av-sort" });
   const diffBtn = h("button", { text: "Δ", title: "Show every row minus this row", className: "av-diff" });
   const removeBtn = h("button", { text: "×", title: "Remove this row", className: "av-remove" });
   const div = h("div", { className: "av-row", "data-key": row.key, "data-kind": row.kind },
     [text, size, sortBtn, diffBtn, removeBtn]);
-  div.title = `${row.label}\n${row.description}`;
+  relabel(div, row);
   div.style.height = `${rowH}px`;
   div.style.fontSize = `${Math.max(6, font)}px`;
   if (rowH < 8) { text.style.visibility = "hidden"; size.style.visibility = "hidden"; }
   return { div, sortBtn, diffBtn, removeBtn };
+}
+
+/** Write a row's name, size and description into its label (a brushed row's change in place). */
+export function relabel(/** @type {HTMLElement} */ div, /** @type {Parameters<typeof rowLabel>[0]} */ row) {
+  /** @type {HTMLElement} */ (div.querySelector(".av-text")).textContent = row.label; // from data: text, never markup
+  /** @type {HTMLElement} */ (div.querySelector(".av-size")).textContent =
+    row.kind === "instance" ? "" : `n=${formatInteger(Number(row.size))}`;
+  div.title = `${row.label}\n${row.description}`;
 }

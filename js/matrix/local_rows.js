@@ -42,11 +42,12 @@ export function pageRows(kit) {
     if (!layer || layer.k !== neurons || model.get("compared_to")) return null;
     const members = uniqueSorted(brush);
     if (members.length && members[members.length - 1] >= layer.n) return null;
-    const stats = rowStatistics(layer.values, layer.k, members, model.get("threshold"));
+    const statistic = /** @type {"mean" | "active" | "std"} */ (model.get("statistic"));
+    const values = rowStatistics(layer.values, layer.k, members, model.get("threshold"), [statistic])[statistic];
     const n = members.length;
     const row = { key: BRUSH_KEY, label: `selection (${brush.length})`, kind: "indices", size: n,
       description: `${formatInteger(n)} chosen instance${n !== 1 ? "s" : ""}` };
-    return { row, values: stats[/** @type {"mean" | "active" | "std"} */ (model.get("statistic"))], members };
+    return values ? { row, values, members } : null;
   }
 
   return {
