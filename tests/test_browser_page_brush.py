@@ -1,12 +1,13 @@
 """A brush answers in the page first, the kernel confirms (#28 item 2, #23's brush speed), in a real JupyterLab.
 
-Every brush kind (a lasso in the projection, a box in the data map, a range across the per-instance loss)
-is drawn while the kernel is held busy by a cell that waits for a file: whatever the matrix and the
-instance panel draw then, the page drew alone. The matrix's "selection" row must be there, computed from
-the layer the page holds; the instance panel narrowed to the brushed instances of its sample. Then the
-kernel is let go: its row replaces the page's and must hold the same values (and paint the same pixels),
-and its sample within the brush replaces the narrowed one. No timing is asserted (bench_crossfilter.py and
-bench_timeline.py measure it)."""
+For every brush kind (a lasso in the projection, a box in the data map, a range across the per-instance loss)
+the first draws of the matrix and the instance panel after the brush are recorded as they happen (a mutation
+observer runs right after the task that drew, before any message from the kernel can be handled): the
+matrix's "selection" row must be there, computed from the layer the page holds, and the instance panel
+narrowed to the brushed instances of its sample. The kernel is held busy by a cell waiting for a file
+meanwhile (the screenshot shows the page's own state); once let go, its row replaces the page's and must
+hold the same values (and paint the same pixels), and its sample within the brush replaces the narrowed
+one. No timing is asserted (bench_crossfilter.py and bench_timeline.py measure it)."""
 
 import pathlib
 
@@ -58,13 +59,26 @@ print("RESULT " + json.dumps({"brush": None if brush is None else len(brush), "s
     "filter": None if ex.instances.filter_indices is None else len(ex.instances.filter_indices),
     "shown_in_brush": bool(np.isin(ex.instances.shown, brush).all()) if brush is not None else None}))"""
 
-# the selection row's pixels in the matrix canvas, as drawn now
-ROW_PIXELS = """(el) => {
-  const keys = [...el.querySelectorAll('.av-row')].map((d) => d.dataset.key);
-  const r = keys.indexOf('selection'), rowH = Number(el.dataset.rowH);
-  const canvas = el.querySelector('canvas.av-canvas'), dpr = window.devicePixelRatio || 1;
-  const y = Math.floor((r * rowH + rowH / 2) * dpr);
-  return Array.from(canvas.getContext('2d').getImageData(0, y, canvas.width, 1).data);
+# what the matrix and the instance panel drew first after the brush, recorded as they drew it (a mutation
+# observer runs right after the task that drew, before any message from the kernel can be handled)
+FIRST_DRAWS = """([matrix, panel]) => {
+  const first = {};
+  window.__first = first;
+  const rowPixels = () => {
+    const keys = [...matrix.querySelectorAll('.av-row')].map((d) => d.dataset.key);
+    const r = keys.indexOf('selection'), rowH = Number(matrix.dataset.rowH);
+    const canvas = matrix.querySelector('canvas.av-canvas'), dpr = window.devicePixelRatio || 1;
+    return Array.from(canvas.getContext('2d').getImageData(0, Math.floor((r * rowH + rowH / 2) * dpr),
+      canvas.width, 1).data);
+  };
+  const seen = (el, key, record) => new MutationObserver(() => {
+    if (!first[key]) first[key] = record();
+  }).observe(el, { attributes: true, attributeFilter: ['data-rendered'] });
+  seen(matrix, 'matrix', () => ({ from: matrix.dataset.rowsFrom, row: matrix.activisRow('selection'),
+    pixels: rowPixels(), label: matrix.querySelector(".av-row[data-key='selection']")?.innerText }));
+  seen(panel, 'panel', () => ({ from: panel.dataset.sampleFrom, drawn: Number(panel.dataset.drawn),
+    groups: [...panel.querySelectorAll('.av-ip-group')].map((g) => g.innerText) }));
+  window.__rowPixels = rowPixels;
 }"""
 
 
@@ -85,20 +99,18 @@ def drag(page, box, points):
 
 
 def page_then_kernel(page, lab, panel, cell, brush, *, screenshot=None):
-    """Brush with the kernel held; check what the page drew alone; let the kernel go; check it agrees."""
+    """Brush with the kernel held; check what the page drew first, alone; let the kernel go; check it agrees."""
     matrix, inst = cell.locator(".activis-matrix").first, cell.locator(".activis-instances").first
     read_result(run_cell(panel, 2))  # shown_before
     hold_kernel(panel, 1)
+    page.evaluate(FIRST_DRAWS, [matrix.element_handle(), inst.element_handle()])
     brush()
-    # the page alone: the matrix drew a selection row from the layer it holds, the panel narrowed
-    page.wait_for_function("(el) => el.dataset.rowsFrom === 'page' && el.activisRow('selection') !== null",
-                           arg=matrix.element_handle())
-    page.wait_for_function("(el) => el.dataset.sampleFrom === 'page'", arg=inst.element_handle())
-    page_row = matrix.evaluate("(el) => el.activisRow('selection')")
-    page_label = matrix.locator(".av-row[data-key='selection']").inner_text()
-    page_pixels = matrix.evaluate(ROW_PIXELS)
-    page_drawn = int(inst.get_attribute("data-drawn"))
-    assert inst.locator(".av-ip-group").count() == 0 or "shown of" not in inst.locator(".av-ip-group").first.inner_text()
+    page.wait_for_function("() => window.__first.matrix && window.__first.panel")
+    first = page.evaluate("() => window.__first")
+    # the page alone: the matrix drew a selection row from the layer it holds, the panel narrowed to the brush
+    assert first["matrix"]["from"] == "page" and first["matrix"]["row"] is not None
+    assert first["panel"]["from"] == "page"
+    assert all("shown of" not in g for g in first["panel"]["groups"])  # the totals over the brush: not known yet
     if screenshot:
         matrix.scroll_into_view_if_needed()
         page.screenshot(path=str(ARTIFACTS / screenshot))
@@ -109,15 +121,15 @@ def page_then_kernel(page, lab, panel, cell, brush, *, screenshot=None):
     page.wait_for_function("(el) => el.dataset.sampleFrom === 'kernel'", arg=inst.element_handle())
     kernel = read_result(run_cell(panel, 3))
     assert kernel["brush"] and kernel["filter"] == kernel["brush"] and kernel["shown_in_brush"]
-    np.testing.assert_allclose(page_row, kernel["row"], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(first["matrix"]["row"], kernel["row"], rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(matrix.evaluate("(el) => el.activisRow('selection')"), kernel["row"], rtol=0, atol=0)
-    assert page_label == matrix.locator(".av-row[data-key='selection']").inner_text()
-    kernel_pixels = matrix.evaluate(ROW_PIXELS)
-    same = np.mean(np.asarray(page_pixels) == np.asarray(kernel_pixels))
-    assert len(page_pixels) == len(kernel_pixels) and same > 0.99  # a colour level may flip on a 1e-7 difference
-    assert len(set(page_pixels[0::4])) > 1  # the row is painted, not blank
+    assert first["matrix"]["label"] == matrix.locator(".av-row[data-key='selection']").inner_text()
+    page_pixels = np.asarray(first["matrix"]["pixels"])
+    kernel_pixels = np.asarray(page.evaluate("window.__rowPixels()"))
+    assert page_pixels.shape == kernel_pixels.shape and np.mean(page_pixels == kernel_pixels) > 0.99  # a colour
+    assert len(set(page_pixels[0::4])) > 1  # level may flip on a 1e-7 difference; the row is painted, not blank
     # the page showed exactly the instances of its sample inside the brush
-    assert page_drawn == kernel["kept"]
+    assert first["panel"]["drawn"] == kernel["kept"]
     return kernel
 
 
@@ -126,7 +138,8 @@ def test_lasso_in_the_projection_draws_the_row_in_the_page_first(lab, page):
     panel = open_cells(page, lab, "page_brush.ipynb", [EXPLORER, HOLD, BEFORE, AFTER])
     cell = run_cell(panel, 0, timeout=240_000)
     proj = cell.locator(".activis-projection[data-shown-method='pca']")
-    for view in (proj, cell.locator(".activis-matrix[data-page-rows='on']"), cell.locator(".activis-ip[data-rendered]")):
+    matrix, inst = cell.locator(".activis-matrix[data-page-rows='on']"), cell.locator(".activis-ip[data-rendered]")
+    for view in (proj, matrix, inst):
         view.wait_for(timeout=120_000)
     proj.locator("button[data-mode='lasso']").click()
     points = proj.locator("canvas.av-proj-points")
