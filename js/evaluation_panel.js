@@ -597,7 +597,9 @@ function setup(kit) {
     // another view's brush replaces ours: drop our cell and range marks (the kernel sends compared_*)
     shared = api;
     const compared = api.clause("brush") || api.indices("subset_indices");
-    if (compared !== lastCompared) { lastCompared = compared; redraw(); }
+    // after the frame that shows the brush in the matrix, projection and instance panel: this panel's
+    // comparison is the slowest to draw (tens of ms over 100k instances) and sits in a tab
+    if (compared !== lastCompared) { lastCompared = compared; setTimeout(redraw, 0); }
     if (!api.own("brush") && model.get("selected_cell").length + model.get("selected_range").length) {
       if (marks.dist) marks.dist.brush.setAttribute("visibility", "hidden");
       el.dataset.selected = "0";

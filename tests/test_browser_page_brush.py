@@ -13,6 +13,7 @@ import pathlib
 
 import numpy as np
 import pytest
+from test_browser_timeline import drag
 
 from conftest import ARTIFACTS
 from jupyter_page import open_cells, read_result, run_cell
@@ -88,14 +89,6 @@ def hold_kernel(panel, index):
     cell.locator(".jp-InputPrompt").click()
     panel.page.keyboard.press("Shift+Enter")
     cell.locator(".jp-InputPrompt").filter(has_text="[*]").wait_for()
-
-
-def drag(page, box, points):
-    page.mouse.move(box["x"] + points[0][0], box["y"] + points[0][1])
-    page.mouse.down()
-    for x, y in points[1:]:
-        page.mouse.move(box["x"] + x, box["y"] + y, steps=8)
-    page.mouse.up()
 
 
 def page_then_kernel(page, lab, panel, cell, brush, *, screenshot=None):
