@@ -183,7 +183,9 @@ function setup(kit) {
   let shared = null;
   kit.selection((sel) => {
     shared = sel;
-    highlighted = sel ? sel.clause("brush") : null;
+    const next = sel ? sel.clause("brush") : null; // decoded once per value: the same object while it stands
+    if (next === highlighted) return; // another trait of the Selection (a hover): no 10k-point redraw
+    highlighted = next;
     draw();
   });
   kit.on("confidence variability correctness forgetting brushed color_by height colours", draw);

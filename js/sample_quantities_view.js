@@ -161,7 +161,9 @@ function setup(kit) {
   let shared = null;
   kit.selection((sel) => {
     shared = sel;
-    highlighted = sel ? sel.clause("brush") : null;
+    const next = sel ? sel.clause("brush") : null; // decoded once per value: the same object while it stands
+    if (next === highlighted) return; // another trait of the Selection (a hover): no redraw
+    highlighted = next;
     draw();
   });
   kit.on("quantity_titles quantity_names", build);
