@@ -13,7 +13,7 @@ from ..analysis import as_indices
 from ..projection import ProjectionJob, Projector, instance_rows
 from . import colours
 from ._arrays import array_serialization
-from ._base import View, bundle, class_count, is_among, kernel_loop
+from ._base import View, after_first_frame, bundle, class_count, is_among, kernel_loop
 from .errors import ViewError, check_layer, check_neuron, check_same_instances, check_store, unknown
 from .format import format_number
 from .selection import Selection
@@ -201,7 +201,9 @@ class ProjectionView(View):
         self.observe(self._on_projection_change, ["layer", "method"])
         self.observe(self._on_color_change, ["color_by", "neuron", "colours"])
         self.observe(self._on_hover, ["hovered_index"])
-        self._request()
+        # in a kernel the projection starts once the first frame is out: a thread started here would
+        # take the CPU from the views still being built (at a million instances, most of their time)
+        after_first_frame(lambda: self._request(keep_layout=True))
 
     # ------------------------------------------------------------------ public
     @property
@@ -301,7 +303,9 @@ class ProjectionView(View):
             elif self.color_by == "neuron":
                 self._recolor()
 
-    def _request(self) -> None:
+    def _request(self, keep_layout: bool = False) -> None:
+        """Ask the projector for the layer's layout; ``keep_layout``: one `show_layout` put up before the first
+        request (an aligned layout) stays."""
         with self._lock:
             params = self._params if self.method != "pca" else {}
             previous = self._job
@@ -314,10 +318,11 @@ class ProjectionView(View):
             if self._unsubscribe:
                 self._unsubscribe()
             self._job = job
-            self._external_layout = False
+            self._external_layout = self._external_layout and keep_layout
             self.n_neurons = int(self._store.activations(self.layer).shape[1])
             self.error = ""
-            self.shown_method = self.note = ""
+            if not self._external_layout:
+                self.shown_method = self.note = ""
             self._unsubscribe = job.on_change(self._on_job)  # already subscribed: just the unsubscriber
         self._on_job(job)
 
