@@ -11,6 +11,7 @@ meets it, each step is timed and printed as a ratio against one plain chunked pa
   after the constructor, as a kernel would);
 - the matrix's class rows (drawn empty with "computing … %" until then), in their thread;
 - the evaluation panel, built after the first frame, and its curves and tables, in their thread;
+- a brush of 10,000 instances while those threads run (the views stay interactive);
 - the projection's PCA over every instance, in its thread;
 - a subset row added while nothing else runs (one pass, in the background too);
 - a brush of 10,000 instances (matrix row and instance panel; then the evaluation panel's
@@ -23,11 +24,13 @@ Peak memory is the process's maximum resident size (memory-map pages included). 
 from __future__ import annotations
 
 import argparse
+import os
 import pathlib
 import resource
 import shutil
 import sys
 import tempfile
+import threading
 import time
 
 import numpy as np
@@ -93,14 +96,22 @@ def main():
         loop = KernelLoop()
         for module in (base_module, deferred_module, evaluation_module):
             module.kernel_loop = lambda: loop
+        before = set(threading.enumerate())
         t0, cpu0 = time.perf_counter(), time.thread_time()
         explorer = Explorer(store, method="pca")
         first = time.perf_counter()
         steps["Explorer(store): first frame, kernel side"] = first - t0
         first_cpu = time.thread_time() - cpu0
+        started = sorted(t.name for t in set(threading.enumerate()) - before)
         shown_first = explorer.matrix.progress
         loop.run()
         steps["  then: the evaluation panel built (kernel's loop), since the first frame"] = time.perf_counter() - first
+        rng = np.random.default_rng(0)
+        t0 = time.perf_counter()
+        explorer.selection.set_brush(np.sort(rng.choice(args.instances, 10_000, replace=False)), PROJECTION)
+        steps["  meanwhile: a brush of 10,000 while the threads run (matrix row, instance panel)"] = \
+            time.perf_counter() - t0
+        explorer.reset("brush")
         explorer.matrix.deferred.wait(600)
         steps["  then: the matrix's class rows (thread), since the first frame"] = time.perf_counter() - first
         panel = explorer.evaluation
@@ -115,7 +126,6 @@ def main():
         loop.run()
         explorer.matrix.deferred.wait(600)
         steps["  then: its row (thread)"] = time.perf_counter() - t0
-        rng = np.random.default_rng(0)
         brush = np.sort(rng.choice(args.instances, 10_000, replace=False))
         grown = np.union1d(brush, rng.choice(args.instances, 100, replace=False))
         loop.run()
@@ -127,7 +137,8 @@ def main():
             steps[f"  then: the evaluation panel's comparison (kernel's loop), {what}"] = time.perf_counter() - t0
 
         print(f"the matrix at its first frame: {shown_first!r}; the first frame's own CPU time (this thread): "
-              f"{first_cpu * 1000:.0f} ms")
+              f"{first_cpu * 1000:.0f} ms; threads started before it was out: {', '.join(started) or 'none'}; "
+              f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
         print(f"one plain pass over the layer ({layer.nbytes / 1e6:.0f} MB): {base * 1000:.0f} ms")
         for name, seconds in steps.items():
             print(f"  {name:66s} {seconds * 1000:8.0f} ms  = {seconds / base:6.2f} plain passes")

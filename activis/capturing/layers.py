@@ -8,6 +8,7 @@ are tapped with forward hooks instead.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -33,10 +34,16 @@ def _scan(rows: torch.Tensor) -> tuple[int, int] | None:
     of float32 rows on the CPU, in one compiled pass; None for other rows."""
     if rows.dtype != torch.float32 or not rows.is_contiguous() or rows.device.type != "cpu":
         return None
+    peak, tiny = _compiled_scan()(rows.detach().numpy().reshape(-1).view(np.uint32), _TINY_BOUND)
+    return int(peak), int(tiny)
+
+
+@functools.cache
+def _compiled_scan():
+    """`_tiny.scan`, imported (with numba) the first time a capture meets float32 rows, then looked up no more."""
     from ._tiny import scan
 
-    peak, tiny = scan(rows.detach().numpy().reshape(-1).view(np.uint32), _TINY_BOUND)
-    return int(peak), int(tiny)
+    return scan
 
 
 def _count_tiny(rows: torch.Tensor) -> int:
