@@ -28,6 +28,7 @@ import os
 import pathlib
 import resource
 import shutil
+import subprocess
 import sys
 import tempfile
 import threading
@@ -38,6 +39,7 @@ import numpy as np
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from bench_aggregation import make_store, plain_pass  # noqa: E402
 
+import activis  # noqa: E402
 from activis.store import open_store  # noqa: E402
 from activis.widgets import _base as base_module  # noqa: E402
 from activis.widgets import evaluation_panel as evaluation_module  # noqa: E402
@@ -70,6 +72,20 @@ class KernelLoop:
             callback(*args)
 
 
+def cold_import_seconds() -> tuple[float, float, list[str]]:
+    """A fresh process's import of the explorer, against numpy, pandas and ipywidgets alone (what any view
+    needs), and the heavy libraries it pulled in: part of a first frame in a fresh kernel."""
+    code = ("import time, sys; t = time.perf_counter(); import numpy, pandas, ipywidgets; "
+            "base = time.perf_counter() - t; t = time.perf_counter(); import activis.widgets.explorer; "
+            "took = time.perf_counter() - t; "
+            "heavy = [m for m in ('torch', 'sklearn', 'scipy.stats', 'numba', 'umap') if m in sys.modules]; "
+            "print(base, took, ','.join(heavy))")
+    root = pathlib.Path(activis.__file__).resolve().parents[1]  # the activis this process imported, not the cwd's
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True,
+                         cwd=root).stdout.split()
+    return float(out[0]), float(out[1]), out[2].split(",") if len(out) > 2 else []
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--instances", type=int, default=1_000_000)
@@ -82,6 +98,9 @@ def main():
         print(f"store: {args.instances:,} x {args.neurons} float16 written in {time.perf_counter() - t0:.0f} s "
               "(not timed)")
         steps = {}
+        base_import, explorer_import, heavy = cold_import_seconds()
+        print(f"a fresh process imports the explorer in {explorer_import:.2f} s after numpy, pandas and ipywidgets "
+              f"({base_import:.2f} s); heavy libraries it imports: {', '.join(heavy) or 'none'}")
         t0 = time.perf_counter()
         store = open_store(f"{workdir}/store")
         steps["open_store"] = time.perf_counter() - t0
