@@ -69,3 +69,15 @@ def test_the_class_names_column_is_what_pandas_makes_of_the_names(tmp_path):
                                    check_index=False)
     pd.testing.assert_series_equal(table["pred_name"], pd.Series(lookup[[0, 1, 2, 1, 0]], name="pred_name"),
                                    check_index=False)
+
+
+def test_a_projection_view_closed_before_its_first_frame_starts_nothing(store, monkeypatch):
+    from activis.widgets import _base
+    from activis.widgets.projection_view import ProjectionView
+
+    pending = []
+    monkeypatch.setattr(_base, "kernel_loop", lambda: types.SimpleNamespace(add_callback=pending.append))
+    view = ProjectionView(store, "l", method="pca")
+    view.close()
+    pending.pop()()
+    assert view.job is None

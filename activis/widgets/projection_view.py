@@ -203,7 +203,7 @@ class ProjectionView(View):
         self.observe(self._on_hover, ["hovered_index"])
         # in a kernel the projection starts once the first frame is out: a thread started here would
         # take the CPU from the views still being built (at a million instances, most of their time)
-        after_first_frame(lambda: self._request(keep_layout=True))
+        after_first_frame(self._first_request)
 
     # ------------------------------------------------------------------ public
     @property
@@ -302,6 +302,11 @@ class ProjectionView(View):
                 self.neuron = 0  # recolours through its observer
             elif self.color_by == "neuron":
                 self._recolor()
+
+    def _first_request(self) -> None:
+        """The first projection (a layout `show_layout` put up meanwhile stays); none for a view closed meanwhile."""
+        if self.comm is not None:
+            self._request(keep_layout=True)
 
     def _request(self, keep_layout: bool = False) -> None:
         """Ask the projector for the layer's layout; ``keep_layout``: one `show_layout` put up before the first
