@@ -35,6 +35,7 @@ from ..dynamics import (
 )
 from ..run import Run, open_run
 from ._base import kernel_loop
+from .checkpoint_frames import CheckpointFrames, aligned_label
 from .cka_view import CKAView
 from .cockpit_panel import CockpitPanel
 from .data_map_view import SOURCE as DATA_MAP
@@ -93,6 +94,8 @@ class ExplorerTimeline:
         self._range_move = False  # a step range sets compare_to and the checkpoint: one refresh, not two
         self._followers_pending = False
         self._link()
+        explorer.selection.checkpoint = explorer.checkpoint
+        self.frames = CheckpointFrames(self)  # each checkpoint's matrix rows and layout, held by the page
         self._request_layouts(explorer.selection.layer)
         row = widgets.Layout(width="100%")
         side = [v for v in (self.data_map, self.cka) if v is not None]
@@ -122,6 +125,7 @@ class ExplorerTimeline:
     LINKS = (
         Link("explorer", "checkpoint", call="_on_checkpoint"),
         Link("timeline", "step", to="explorer.checkpoint"),
+        Link("selection", "checkpoint", to="explorer.checkpoint", when=lambda step: step >= 0),
         Link("selection", "layer", call="_on_layer"),
         Link("cockpit", "step_range", call="_on_step_range"),
         Link("data_map", "brushed", clause="brush", owner=DATA_MAP),
@@ -140,6 +144,9 @@ class ExplorerTimeline:
     def _on_checkpoint(self, change) -> None:
         ex, step = self.explorer, change["new"]
         at = self.store_at(step)
+        # first the checkpoint itself: the page's matrix and projection redraw from the frames they hold
+        # (`checkpoint_frames`), and then recognise the updates below as those frames
+        ex.selection.checkpoint = step
         ex.subsets.store = at  # subsets over predictions hold the instances they hold at this step
         # The page handles the kernel's messages one after another, so the order they go out in is the
         # order it draws in: the projection's colours and layout in one message (a frame of new colours
@@ -365,4 +372,4 @@ class ExplorerTimeline:
         ex = self.explorer
         positions = self.layout(ex.checkpoint)
         if positions is not None and ex.projection.layer == ex.selection.layer:
-            ex.projection.show_layout(positions, f"aligned · step {ex.checkpoint}")
+            ex.projection.show_layout(positions, aligned_label(ex.checkpoint))
