@@ -79,6 +79,8 @@ class CheckpointFrames:
     def refresh_projection(self) -> None:
         timeline, steps, shown = self.timeline, self.timeline.steps, self._shown()
         projection = timeline.explorer.projection
+        if self._projection_held(shown):
+            return
         layouts = timeline._layouts.get(projection.layer)
         positions = methods = codes = legends = None
         if layouts is not None and projection.shown_method == aligned_label(steps[shown]):
@@ -100,6 +102,19 @@ class CheckpointFrames:
             projection.checkpoint_legends = legends or []
             projection.checkpoint_positions = positions
             projection.checkpoint_codes = codes
+
+
+    def _projection_held(self, shown: int) -> bool:
+        """Whether the projection's frames still are what it shows (its layout, colours and legend)."""
+        projection = self.timeline.explorer.projection
+        held = projection.checkpoint_positions
+        if held is None or list(projection.checkpoint_steps) != self.timeline.steps \
+                or projection.shown_method != aligned_label(self.timeline.steps[shown]) \
+                or not np.array_equal(held[shown], np.asarray(projection.positions, np.float32)):
+            return False
+        codes = projection.checkpoint_codes
+        return codes is not None and np.array_equal(codes[shown], projection.color_codes) \
+            and projection.checkpoint_legends[shown] == projection.legend
 
 
 def aligned_label(step: int) -> str:
