@@ -335,7 +335,7 @@ function setup(kit) {
       el.dataset.shownHistory = [el.dataset.shownHistory, shown].filter(Boolean).join(",");
     }
     el.dataset.shownMethod = shown;
-    const text = statusText(model, n, selectedCount);
+    const text = statusText(model, n, selectedCount, shown);
     progressBar.style.width = text.running ? `${Math.round(model.get("progress") * 100)}%` : "0";
     info.textContent = text.info;
     message.dataset.error = String(text.error);

@@ -103,6 +103,7 @@ def test_a_tick_redraws_the_matrix_and_projection_before_the_kernel_and_its_foll
     proj.locator("xpath=self::*[@data-shown-method='aligned · step 5']").wait_for()
     page.wait_for_function("() => !document.querySelector('.activis-projection').dataset.animating")
     assert page.evaluate(KERNEL_BUSY) == "busy"  # drawn from the page's frames, the kernel not yet asked
+    assert "aligned · step 5" in proj.locator(".av-proj-info").inner_text()  # what the user reads says so too
     assert int(matrix.get_attribute("data-rendered")) == int(rendered["matrix"]) + 1
     page.evaluate(SNAP, "page step 5")
     moved = differing(page, "page step 5", "step 15")
