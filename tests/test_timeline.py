@@ -267,6 +267,10 @@ def test_the_graph_marks_the_findings_made_by_the_checkpoint_and_follows_a_findi
     assert ex.graph_view.selected_layer == "_0" and ex.selection.layer == "0" and ex.status.value == ""
     ex.checkpoint = 10
     assert set(ex.graph_view.markers) == {"_0", "_2"}
+    # a finding written after the explorer was made (a doctor still watching) shows at the next move
+    run.add_finding({"step": 12, "check": "dead", "severity": "error", "title": "Dead units", "node": "_2"})
+    ex.checkpoint = 15
+    assert ex.graph_view.markers["_2"] == {"severity": "error", "count": 2, "title": "Dead units (from step 12)"}
 
 
 def test_the_matrix_and_projection_hold_every_checkpoint_for_the_page_and_python_still_moves_them(run, explorer):

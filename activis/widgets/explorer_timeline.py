@@ -89,7 +89,6 @@ class ExplorerTimeline:
             self.per_sample = SampleQuantitiesView(instance_quantities(store), step=self.steps[-1], height=170)
         except DynamicsError as exc:  # no labels, or outputs that are not class scores
             self.errors["per_sample"] = str(exc)
-        self._findings = self._read_findings()
         self.runs_panels: list = []  # RunsPanels linked by link_runs_panel
         self._range_move = False  # a step range sets compare_to and the checkpoint: one refresh, not two
         self._followers_pending = False
@@ -313,12 +312,14 @@ class ExplorerTimeline:
         return findings[known & findings["severity"].isin(("error", "warning", "note"))]
 
     def _mark_findings(self) -> None:
-        """The graph's badges: the doctor's findings made by the checkpoint shown (and those before training)."""
-        if self._findings is None:
+        """The graph's badges: the doctor's findings made by the checkpoint shown (and those before training),
+        read again each time, so that findings added since (a doctor still watching) show up."""
+        findings = self._read_findings()
+        if findings is None:
             return
         step = self.explorer.checkpoint
-        steps = pd.to_numeric(self._findings.get("step"), errors="coerce")
-        made = self._findings[steps.isna() | (steps <= step)]
+        steps = pd.to_numeric(findings.get("step"), errors="coerce")
+        made = findings[steps.isna() | (steps <= step)]
         order = {"error": 0, "warning": 1, "note": 2}
         markers: dict = {}
         for row in made.itertuples():
