@@ -73,8 +73,8 @@ class ActivationMatrix(View):
     values = traitlets.Any(None).tag(sync=True, **array_serialization)  # rows x neurons float32
     # the values at every checkpoint of a run (checkpoints x rows x neurons float32, None: not held), in
     # ``checkpoint_steps``' order: the page redraws from them when the timeline moves (`checkpoint_frames`)
-    checkpoint_steps = traitlets.List(traitlets.Int()).tag(sync=True)
-    checkpoint_values = traitlets.Any(None).tag(sync=True, **array_serialization)
+    checkpoint_steps = traitlets.List(traitlets.Int()).tag(sync=True, saved=False)
+    checkpoint_values = traitlets.Any(None).tag(sync=True, saved=False, **array_serialization)
     available_subsets = traitlets.List(traitlets.Unicode()).tag(sync=True)
 
     order_mode = Choice(ORDER_MODES, default_value="index").tag(sync=True)

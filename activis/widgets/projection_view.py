@@ -159,11 +159,11 @@ class ProjectionView(View):
     # every checkpoint's aligned layout (checkpoints x instances x 2 float32), colour codes (checkpoints x
     # instances uint8; None when the palette differs between them), legend and label, in
     # ``checkpoint_steps``' order: the page redraws from them when the timeline moves (`checkpoint_frames`)
-    checkpoint_steps = traitlets.List(traitlets.Int()).tag(sync=True)
-    checkpoint_positions = traitlets.Any(None).tag(sync=True, **array_serialization)
-    checkpoint_codes = traitlets.Any(None).tag(sync=True, **array_serialization)
-    checkpoint_methods = traitlets.List(traitlets.Unicode()).tag(sync=True)
-    checkpoint_legends = traitlets.List(traitlets.Dict()).tag(sync=True)
+    checkpoint_steps = traitlets.List(traitlets.Int()).tag(sync=True, saved=False)
+    checkpoint_positions = traitlets.Any(None).tag(sync=True, saved=False, **array_serialization)
+    checkpoint_codes = traitlets.Any(None).tag(sync=True, saved=False, **array_serialization)
+    checkpoint_methods = traitlets.List(traitlets.Unicode()).tag(sync=True, saved=False)
+    checkpoint_legends = traitlets.List(traitlets.Dict()).tag(sync=True, saved=False)
 
     status = traitlets.Unicode("").tag(sync=True)
     stage = traitlets.Unicode("").tag(sync=True)
