@@ -156,6 +156,14 @@ class ProjectionView(View):
     palette = traitlets.List(traitlets.Unicode()).tag(sync=True)
     legend = traitlets.Dict().tag(sync=True)
     point_size = traitlets.Float(0.0).tag(sync=True)  # css px; 0 picks by the number of points
+    # every checkpoint's aligned layout (checkpoints x instances x 2 float32), colour codes (checkpoints x
+    # instances uint8; None when the palette differs between them), legend and label, in
+    # ``checkpoint_steps``' order: the page redraws from them when the timeline moves (`checkpoint_frames`)
+    checkpoint_steps = traitlets.List(traitlets.Int()).tag(sync=True, saved=False)
+    checkpoint_positions = traitlets.Any(None).tag(sync=True, saved=False, **array_serialization)
+    checkpoint_codes = traitlets.Any(None).tag(sync=True, saved=False, **array_serialization)
+    checkpoint_methods = traitlets.List(traitlets.Unicode()).tag(sync=True, saved=False)
+    checkpoint_legends = traitlets.List(traitlets.Dict()).tag(sync=True, saved=False)
 
     status = traitlets.Unicode("").tag(sync=True)
     stage = traitlets.Unicode("").tag(sync=True)
@@ -368,9 +376,14 @@ class ProjectionView(View):
             self.set_trait(change["name"], change["old"])
             raise
 
+    def encoding_at(self, store) -> tuple[np.ndarray, list[str], dict]:
+        """The colour codes, palette and legend this view would show over another store of the same instances
+        (a checkpoint: ``store.at(step)``)."""
+        return color_encoding(store, self.color_by, layer=self.layer, neuron=self.neuron, rows=self._rows,
+                              classes=self.colours.get("classes"))
+
     def _recolor(self) -> None:
-        codes, palette, legend = color_encoding(self._store, self.color_by, layer=self.layer, neuron=self.neuron,
-                                                rows=self._rows, classes=self.colours.get("classes"))
+        codes, palette, legend = self.encoding_at(self._store)
         with self._lock, self.hold_sync():
             self.palette = palette
             self.legend = legend
