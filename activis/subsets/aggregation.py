@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import mmap
 import os
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -23,13 +21,16 @@ GATHER_FRACTION = 0.125
 # rows whose mean is the per-neuron shift (see _Accumulator)
 SHIFT_ROWS = 256
 # rows of one pattern per float32 partial sum: measured on 100,000 ReLU rows, 20 subsets, the largest
-# relative error of a std was 5e-5 at 4096 rows, 6e-6 at 256 (a flush costs ~1 % of the pass)
-FLUSH_ROWS = 256
+# relative error of a std was 5e-5 at 4096 rows, 6e-6 at 256 (a flush costs ~1 % of the pass); at most
+# 255, the largest count a pattern's uint8 active counters hold
+FLUSH_ROWS = 255
 # rows are converted / multiplied in blocks of about this size, so that they stay in the CPU's cache
 KERNEL_CHUNK_BYTES = 1 << 20
-# rows of a memory-mapped layer are summed this many bytes per compiled call, the next block's
-# read from disk started before (see _read_ahead)
-READ_AHEAD_BYTES = 8 << 20
+# rows are summed this many bytes per compiled call; with several threads, these blocks are dealt out
+# in turn, so that the threads together read a memory-mapped layer front to back (the OS's own
+# read-ahead follows one stream; asking for it with posix_fadvise(WILLNEED) measured 2-3 x the CPU
+# time of letting it: it reads in the calling thread)
+BLOCK_BYTES = 8 << 20
 METHODS = ("auto", "patterns", "matmul")
 # float16 exponent e -> the float32 factor of its (integer) mantissa: 2^(e - 25), and 2^-24 for subnormals
 HALF_SCALES = np.ldexp(np.float32(1), np.maximum(np.arange(32), 1) - 25).astype(np.float32)
@@ -197,11 +198,10 @@ def _full_pass(activations, masks, rows, acc: _Accumulator, threshold: float, ch
             _matmul_pass(activations, masks, pattern, rows, acc, threshold, chunk_bytes)
 
 
-def _chunks(pattern: np.ndarray, rows_per_chunk: int, start: int = 0, stop: int | None = None):
+def _chunks(pattern: np.ndarray, rows_per_chunk: int):
     """(lo, hi) row ranges, skipping those where nobody belongs to a requested subset (never read)."""
-    stop = len(pattern) if stop is None else stop
-    for lo in range(start, stop, rows_per_chunk):
-        hi = min(stop, lo + rows_per_chunk)
+    for lo in range(0, len(pattern), rows_per_chunk):
+        hi = min(len(pattern), lo + rows_per_chunk)
         if (pattern[lo:hi] >= 0).any():
             yield lo, hi
 
@@ -210,14 +210,12 @@ def _pattern_pass(activations, pattern, members, rows, acc: _Accumulator, thresh
                   chunk_bytes: int) -> None:
     """Each row added once, to its membership pattern's sums; patterns then summed into subsets.
 
-    Large layers are split into contiguous row ranges summed side by side (the kernel releases
-    the GIL), each with its own pattern sums, added together at the end.
+    Large layers are summed by several threads (the kernel releases the GIL), each with its own
+    pattern sums, added together at the end.
     """
-    n = len(pattern)
-    n_threads = max(1, min(_cpu_count(), n // THREAD_ROWS))
-    bounds = np.linspace(0, n, n_threads + 1).astype(int)
-    parts = [(activations, pattern, members.shape[1], threshold, acc.squares is not None, chunk_bytes, lo, hi)
-             for lo, hi in zip(bounds[:-1], bounds[1:])]
+    n_threads = max(1, min(_cpu_count(), len(pattern) // THREAD_ROWS))
+    parts = [(activations, pattern, members.shape[1], threshold, acc.squares is not None, chunk_bytes, part, n_threads)
+             for part in range(n_threads)]
     _kernels()  # compiled (or loaded from numba's cache) once, before any thread needs it
     if n_threads == 1:
         results = [_pattern_sums(*parts[0])]
@@ -244,64 +242,42 @@ def _pattern_pass(activations, pattern, members, rows, acc: _Accumulator, thresh
 
 
 def _pattern_sums(activations, pattern, n_patterns: int, threshold: float, moments: bool, chunk_bytes: int,
-                  start: int, stop: int):
-    """Per pattern, over rows start:stop: float64 sums of d, d*d and x > threshold with d = x - the
-    pattern's first row here (P x 1 or 3 x neurons), row counts, and those first rows.
+                  part: int, n_parts: int):
+    """Per pattern, over blocks part, part + n_parts, ... of the rows: float64 sums of d, d*d and
+    x > threshold with d = x - the pattern's first row here (P x 1 or 3 x neurons), row counts,
+    and those first rows.
 
     Float32 rows are read in place and float16 ones converted inside the compiled loop, a few
-    megabytes per call, the next block's read from disk started (see `_read_ahead`) before this
-    one is summed; other dtypes are converted here, block by block."""
+    megabytes per call; other dtypes are converted here, block by block."""
     kernels = _kernels()
-    n_neurons = activations.shape[1]
-    partial = np.zeros((n_patterns, 4 if moments else 2, n_neurons), np.float32)
+    n, n_neurons = activations.shape
+    partial = np.zeros((n_patterns, 3 if moments else 2, n_neurons), np.float32)
+    active = np.zeros((n_patterns, n_neurons if moments else 0), np.uint8)
     sums = np.zeros((n_patterns, 3 if moments else 1, n_neurons))
     counts, since = np.zeros(n_patterns, np.int64), np.zeros(n_patterns, np.int64)
-    args = (np.float32(threshold), moments, FLUSH_ROWS, partial, counts, since, sums)
+    args = (np.float32(threshold), moments, FLUSH_ROWS, partial, active, counts, since, sums)
     rows_per_chunk = max(1, min(int(chunk_bytes), KERNEL_CHUNK_BYTES) // (n_neurons * 4))
-    buffer = np.empty((min(rows_per_chunk, stop - start), n_neurons), np.float32)
+    buffer = np.empty((min(rows_per_chunk, n), n_neurons), np.float32)
     dtype = activations.dtype
     compiled = dtype == np.float32 or (dtype == np.float16 and activations.flags.c_contiguous)
-    block_rows = max(rows_per_chunk, READ_AHEAD_BYTES // max(1, activations.strides[0])) if compiled else rows_per_chunk
-    with _read_ahead(activations) as read_ahead:
-        read_ahead(start, start + block_rows)
-        for lo, hi in _chunks(pattern, block_rows, start, stop):
-            read_ahead(hi, min(stop, hi + block_rows))
-            if not compiled:
-                out = buffer[: hi - lo]
-                np.copyto(out, activations[lo:hi], casting="unsafe")
-                kernels.accumulate(out, pattern[lo:hi], *args)
-                continue
-            rows = np.asarray(activations[lo:hi])
-            rows = rows.view(np.uint16) if dtype == np.float16 else rows.view()
-            rows.flags.writeable = False  # one compiled signature for memory maps and arrays alike
-            if dtype == np.float16:
-                kernels.accumulate_half(rows, HALF_SCALES, buffer, pattern[lo:hi], *args)
-            else:
-                kernels.accumulate(rows, pattern[lo:hi], *args)
-    kernels.flush_all(partial, sums)
+    block_rows = max(rows_per_chunk, BLOCK_BYTES // max(1, activations.strides[0])) if compiled else rows_per_chunk
+    for block, (lo, hi) in enumerate(_chunks(pattern, block_rows)):
+        if block % n_parts != part:
+            continue
+        if not compiled:
+            out = buffer[: hi - lo]
+            np.copyto(out, activations[lo:hi], casting="unsafe")
+            kernels.accumulate(out, pattern[lo:hi], *args)
+            continue
+        rows = np.asarray(activations[lo:hi])
+        rows = rows.view(np.uint16) if dtype == np.float16 else rows.view()
+        rows.flags.writeable = False  # one compiled signature for memory maps and arrays alike
+        if dtype == np.float16:
+            kernels.accumulate_half(rows, HALF_SCALES, buffer, pattern[lo:hi], *args)
+        else:
+            kernels.accumulate(rows, pattern[lo:hi], *args)
+    kernels.flush_all(partial, active, sums)
     return sums, counts, partial[:, 0]
-
-
-@contextlib.contextmanager
-def _read_ahead(activations):
-    """A function asking the OS to start reading rows lo:hi of a memory-mapped layer from disk
-    (``posix_fadvise(WILLNEED)``), so that the disk works while the CPU sums the rows before
-    them; it does nothing for arrays in memory (or where the OS has no such call)."""
-    path = getattr(activations, "filename", None)
-    if not path or not hasattr(os, "posix_fadvise") or not isinstance(activations.base, mmap.mmap):
-        yield lambda lo, hi: None
-        return
-    fd = os.open(path, os.O_RDONLY)
-    row_bytes, offset = activations.strides[0], activations.offset
-
-    def read_ahead(lo: int, hi: int) -> None:
-        if hi > lo:
-            os.posix_fadvise(fd, offset + lo * row_bytes, (hi - lo) * row_bytes, os.POSIX_FADV_WILLNEED)
-
-    try:
-        yield read_ahead
-    finally:
-        os.close(fd)
 
 
 def _cpu_count() -> int:
