@@ -159,9 +159,21 @@ def _flush(partial, active, sums, p):
 
 
 @_jit
-def flush_all(partial, active, sums):
+def finish(partial, active, counts, sums, shift):
+    """Flush every pattern's partial sums into ``sums`` and re-centre them from the pattern's own
+    shift onto the common per-neuron ``shift`` (float64; the parallel-variance identity): with
+    o = own shift - shift, sum(x - shift) = sum(d) + n o and sum((x - shift)^2) = sum(d^2) + (2 sum(d) + n o) o.
+    One compiled pass over the sums instead of half a dozen temporary arrays of them."""
+    moments = sums.shape[1] > 1
     for p in range(partial.shape[0]):
         _flush(partial, active, sums, p)
+        n, own, total = np.float64(counts[p]), partial[p, 0], sums[p, 0]
+        square = sums[p, 1 if moments else 0]  # (the total itself when only means are summed: unused)
+        for j in range(total.shape[0]):
+            offset = np.float64(own[j]) - shift[j]
+            if moments:
+                square[j] += (2.0 * total[j] + n * offset) * offset
+            total[j] += n * offset
 
 
 @_jit

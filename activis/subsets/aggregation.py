@@ -202,7 +202,7 @@ def _chunks(pattern: np.ndarray, rows_per_chunk: int):
     """(lo, hi) row ranges, skipping those where nobody belongs to a requested subset (never read)."""
     for lo in range(0, len(pattern), rows_per_chunk):
         hi = min(len(pattern), lo + rows_per_chunk)
-        if (pattern[lo:hi] >= 0).any():
+        if pattern[lo:hi].max() >= 0:
             yield lo, hi
 
 
@@ -214,24 +214,15 @@ def _pattern_pass(activations, pattern, members, rows, acc: _Accumulator, thresh
     pattern sums, added together at the end.
     """
     n_threads = max(1, min(_cpu_count(), len(pattern) // THREAD_ROWS))
-    parts = [(activations, pattern, members.shape[1], threshold, acc.squares is not None, chunk_bytes, part, n_threads)
-             for part in range(n_threads)]
+    parts = [(activations, pattern, members.shape[1], threshold, acc.shift, acc.squares is not None, chunk_bytes, part,
+              n_threads) for part in range(n_threads)]
     _kernels()  # compiled (or loaded from numba's cache) once, before any thread needs it
     if n_threads == 1:
-        results = [_pattern_sums(*parts[0])]
+        total = _pattern_sums(*parts[0])
     else:
         with ThreadPoolExecutor(n_threads) as pool:
-            results = list(pool.map(lambda args: _pattern_sums(*args), parts))
-    # re-centre each pattern's sums on the common shift (the parallel-variance identity, in
-    # float64), then add patterns into subsets: K x P membership times P x (sums x neurons)
-    total = None
-    for sums, counts, shifts in results:
-        offset = shifts - acc.shift
-        counts = counts.astype(np.float64)[:, None]
-        if acc.squares is not None:
-            sums[:, 1] += (2 * sums[:, 0] + counts * offset) * offset
-        sums[:, 0] += counts * offset
-        total = sums if total is None else total + sums
+            total = sum(pool.map(lambda args: _pattern_sums(*args), parts))
+    # patterns into subsets: K x P membership times P x (sums x neurons)
     with _one_blas_thread():
         subset_sums = (members.astype(np.float64) @ total.reshape(len(total), -1)).reshape(len(rows), -1,
                                                                                            total.shape[2])
@@ -241,11 +232,11 @@ def _pattern_pass(activations, pattern, members, rows, acc: _Accumulator, thresh
         acc.active[rows] += subset_sums[:, 2]
 
 
-def _pattern_sums(activations, pattern, n_patterns: int, threshold: float, moments: bool, chunk_bytes: int,
-                  part: int, n_parts: int):
-    """Per pattern, over blocks part, part + n_parts, ... of the rows: float64 sums of d, d*d and
-    x > threshold with d = x - the pattern's first row here (P x 1 or 3 x neurons), row counts,
-    and those first rows.
+def _pattern_sums(activations, pattern, n_patterns: int, threshold: float, shift: np.ndarray, moments: bool,
+                  chunk_bytes: int, part: int, n_parts: int) -> np.ndarray:
+    """Per pattern, over blocks part, part + n_parts, ... of the rows: float64 sums of x - shift,
+    its square and x > threshold (P x 1 or 3 x neurons), summed around each pattern's first row
+    here and re-centred at the end (see `_kernels.finish`).
 
     Float32 rows are read in place and float16 ones converted inside the compiled loop, a few
     megabytes per call; other dtypes are converted here, block by block."""
@@ -276,8 +267,8 @@ def _pattern_sums(activations, pattern, n_patterns: int, threshold: float, momen
             kernels.accumulate_half(rows, HALF_SCALES, buffer, pattern[lo:hi], *args)
         else:
             kernels.accumulate(rows, pattern[lo:hi], *args)
-    kernels.flush_all(partial, active, sums)
-    return sums, counts, partial[:, 0]
+    kernels.finish(partial, active, counts, sums, shift)
+    return sums
 
 
 def _cpu_count() -> int:
