@@ -246,7 +246,8 @@ def _pattern_sums(activations, pattern, n_patterns: int, threshold: float, shift
     active = np.zeros((n_patterns, n_neurons if moments else 0), np.uint8)
     sums = np.zeros((n_patterns, 3 if moments else 1, n_neurons))
     counts, since = np.zeros(n_patterns, np.int64), np.zeros(n_patterns, np.int64)
-    args = (np.float32(threshold), moments, FLUSH_ROWS, partial, active, counts, since, sums)
+    flush_rows = min(FLUSH_ROWS, np.iinfo(active.dtype).max)  # the uint8 counts must not wrap
+    args = (np.float32(threshold), moments, flush_rows, partial, active, counts, since, sums)
     rows_per_chunk = max(1, min(int(chunk_bytes), KERNEL_CHUNK_BYTES) // (n_neurons * 4))
     buffer = np.empty((min(rows_per_chunk, n), n_neurons), np.float32)
     dtype = activations.dtype
