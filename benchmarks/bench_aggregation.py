@@ -9,7 +9,7 @@ is the median over rounds of each call's time divided by that round's baseline):
 - each method of `aggregate_masks` on its own (masks also evaluated inside): ``patterns`` (each row
   added once to its membership pattern's sums, compiled) and ``matmul`` (BLAS S^T A per chunk);
 - ``patterns, one thread``: the same on one thread, as the baseline runs (numpy sums on one thread;
-  activis's pattern pass deals 8 MB blocks to one thread per CPU, up to one per 32,768 rows).
+  activis's pattern pass splits the rows into one range per CPU, at most one per 32,768 rows).
 Cases: 100,000 x 512 and 1,000,000 x 256, float16 and float32; the layer read from the store
 (a memory map) *cold*: before every call, baseline and activis alike, the file's pages are dropped
 from the page cache (``madvise(MADV_DONTNEED)`` on the map, then

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import mmap
 import os
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -26,11 +28,9 @@ SHIFT_ROWS = 256
 FLUSH_ROWS = 255
 # rows are converted / multiplied in blocks of about this size, so that they stay in the CPU's cache
 KERNEL_CHUNK_BYTES = 1 << 20
-# rows are summed this many bytes per compiled call; with several threads, these blocks are dealt out
-# in turn, so that the threads together read a memory-mapped layer front to back (the OS's own
-# read-ahead follows one stream; asking for it with posix_fadvise(WILLNEED) measured 2-3 x the CPU
-# time of letting it: it reads in the calling thread)
-BLOCK_BYTES = 8 << 20
+# rows of a memory-mapped layer are summed this many bytes per compiled call, the next block's
+# read from disk started before (see _read_ahead)
+READ_AHEAD_BYTES = 8 << 20
 METHODS = ("auto", "patterns", "matmul")
 # float16 exponent e -> the float32 factor of its (integer) mantissa: 2^(e - 25), and 2^-24 for subnormals
 HALF_SCALES = np.ldexp(np.float32(1), np.maximum(np.arange(32), 1) - 25).astype(np.float32)
@@ -198,10 +198,11 @@ def _full_pass(activations, masks, rows, acc: _Accumulator, threshold: float, ch
             _matmul_pass(activations, masks, pattern, rows, acc, threshold, chunk_bytes)
 
 
-def _chunks(pattern: np.ndarray, rows_per_chunk: int):
+def _chunks(pattern: np.ndarray, rows_per_chunk: int, start: int = 0, stop: int | None = None):
     """(lo, hi) row ranges, skipping those where nobody belongs to a requested subset (never read)."""
-    for lo in range(0, len(pattern), rows_per_chunk):
-        hi = min(len(pattern), lo + rows_per_chunk)
+    stop = len(pattern) if stop is None else stop
+    for lo in range(start, stop, rows_per_chunk):
+        hi = min(stop, lo + rows_per_chunk)
         if pattern[lo:hi].max() >= 0:
             yield lo, hi
 
@@ -210,12 +211,14 @@ def _pattern_pass(activations, pattern, members, rows, acc: _Accumulator, thresh
                   chunk_bytes: int) -> None:
     """Each row added once, to its membership pattern's sums; patterns then summed into subsets.
 
-    Large layers are summed by several threads (the kernel releases the GIL), each with its own
-    pattern sums, added together at the end.
+    Large layers are split into contiguous row ranges summed side by side (the kernel releases
+    the GIL), each with its own pattern sums, added together at the end.
     """
-    n_threads = max(1, min(_cpu_count(), len(pattern) // THREAD_ROWS))
-    parts = [(activations, pattern, members.shape[1], threshold, acc.shift, acc.squares is not None, chunk_bytes, part,
-              n_threads) for part in range(n_threads)]
+    n = len(pattern)
+    n_threads = max(1, min(_cpu_count(), n // THREAD_ROWS))
+    bounds = np.linspace(0, n, n_threads + 1).astype(int)
+    parts = [(activations, pattern, members.shape[1], threshold, acc.shift, acc.squares is not None, chunk_bytes,
+              lo, hi) for lo, hi in zip(bounds[:-1], bounds[1:])]
     _kernels()  # compiled (or loaded from numba's cache) once, before any thread needs it
     if n_threads == 1:
         total = _pattern_sums(*parts[0])
@@ -233,15 +236,16 @@ def _pattern_pass(activations, pattern, members, rows, acc: _Accumulator, thresh
 
 
 def _pattern_sums(activations, pattern, n_patterns: int, threshold: float, shift: np.ndarray, moments: bool,
-                  chunk_bytes: int, part: int, n_parts: int) -> np.ndarray:
-    """Per pattern, over blocks part, part + n_parts, ... of the rows: float64 sums of x - shift,
-    its square and x > threshold (P x 1 or 3 x neurons), summed around each pattern's first row
-    here and re-centred at the end (see `_kernels.finish`).
+                  chunk_bytes: int, start: int, stop: int) -> np.ndarray:
+    """Per pattern, over rows start:stop: float64 sums of x - shift, its square and x > threshold
+    (P x 1 or 3 x neurons), summed around each pattern's first row here and re-centred at the end
+    (see `_kernels.finish`).
 
     Float32 rows are read in place and float16 ones converted inside the compiled loop, a few
-    megabytes per call; other dtypes are converted here, block by block."""
+    megabytes per call, the next block's read from disk started (see `_read_ahead`) before this
+    one is summed; other dtypes are converted here, block by block."""
     kernels = _kernels()
-    n, n_neurons = activations.shape
+    n_neurons = activations.shape[1]
     partial = np.zeros((n_patterns, 3 if moments else 2, n_neurons), np.float32)
     active = np.zeros((n_patterns, n_neurons if moments else 0), np.uint8)
     sums = np.zeros((n_patterns, 3 if moments else 1, n_neurons))
@@ -249,27 +253,50 @@ def _pattern_sums(activations, pattern, n_patterns: int, threshold: float, shift
     flush_rows = min(FLUSH_ROWS, np.iinfo(active.dtype).max)  # the uint8 counts must not wrap
     args = (np.float32(threshold), moments, flush_rows, partial, active, counts, since, sums)
     rows_per_chunk = max(1, min(int(chunk_bytes), KERNEL_CHUNK_BYTES) // (n_neurons * 4))
-    buffer = np.empty((min(rows_per_chunk, n), n_neurons), np.float32)
+    buffer = np.empty((min(rows_per_chunk, stop - start), n_neurons), np.float32)
     dtype = activations.dtype
     compiled = dtype == np.float32 or (dtype == np.float16 and activations.flags.c_contiguous)
-    block_rows = max(rows_per_chunk, BLOCK_BYTES // max(1, activations.strides[0])) if compiled else rows_per_chunk
-    for block, (lo, hi) in enumerate(_chunks(pattern, block_rows)):
-        if block % n_parts != part:
-            continue
-        if not compiled:
-            out = buffer[: hi - lo]
-            np.copyto(out, activations[lo:hi], casting="unsafe")
-            kernels.accumulate(out, pattern[lo:hi], *args)
-            continue
-        rows = np.asarray(activations[lo:hi])
-        rows = rows.view(np.uint16) if dtype == np.float16 else rows.view()
-        rows.flags.writeable = False  # one compiled signature for memory maps and arrays alike
-        if dtype == np.float16:
-            kernels.accumulate_half(rows, HALF_SCALES, buffer, pattern[lo:hi], *args)
-        else:
-            kernels.accumulate(rows, pattern[lo:hi], *args)
+    block_rows = max(rows_per_chunk, READ_AHEAD_BYTES // max(1, activations.strides[0])) if compiled else rows_per_chunk
+    with _read_ahead(activations) as read_ahead:
+        read_ahead(start, start + block_rows)
+        for lo, hi in _chunks(pattern, block_rows, start, stop):
+            read_ahead(hi, min(stop, hi + block_rows))
+            if not compiled:
+                out = buffer[: hi - lo]
+                np.copyto(out, activations[lo:hi], casting="unsafe")
+                kernels.accumulate(out, pattern[lo:hi], *args)
+                continue
+            rows = np.asarray(activations[lo:hi])
+            rows = rows.view(np.uint16) if dtype == np.float16 else rows.view()
+            rows.flags.writeable = False  # one compiled signature for memory maps and arrays alike
+            if dtype == np.float16:
+                kernels.accumulate_half(rows, HALF_SCALES, buffer, pattern[lo:hi], *args)
+            else:
+                kernels.accumulate(rows, pattern[lo:hi], *args)
     kernels.finish(partial, active, counts, sums, shift)
     return sums
+
+
+@contextlib.contextmanager
+def _read_ahead(activations):
+    """A function asking the OS to start reading rows lo:hi of a memory-mapped layer from disk
+    (``posix_fadvise(WILLNEED)``), so that the disk works while the CPU sums the rows before
+    them; it does nothing for arrays in memory (or where the OS has no such call)."""
+    path = getattr(activations, "filename", None)
+    if not path or not hasattr(os, "posix_fadvise") or not isinstance(activations.base, mmap.mmap):
+        yield lambda lo, hi: None
+        return
+    fd = os.open(path, os.O_RDONLY)
+    row_bytes, offset = activations.strides[0], activations.offset
+
+    def read_ahead(lo: int, hi: int) -> None:
+        if hi > lo:
+            os.posix_fadvise(fd, offset + lo * row_bytes, (hi - lo) * row_bytes, os.POSIX_FADV_WILLNEED)
+
+    try:
+        yield read_ahead
+    finally:
+        os.close(fd)
 
 
 def _cpu_count() -> int:
