@@ -489,7 +489,7 @@ def _stratified(indices: np.ndarray, groups: np.ndarray, k: int, rng: np.random.
         return indices
     if k <= 0:
         return indices[:0]
-    keys, inverse, sizes = np.unique(groups, return_inverse=True, return_counts=True)
+    keys, sizes = _group_sizes(groups)
     quota = np.minimum(sizes, k // (2 * len(keys)))
     left = k - quota.sum()
     spare = sizes - quota
@@ -500,5 +500,16 @@ def _stratified(indices: np.ndarray, groups: np.ndarray, k: int, rng: np.random.
         for g in np.argsort(-(share - extra), kind="stable")[: left - extra.sum()]:
             extra[g] += 1
         quota = quota + np.minimum(extra, spare)
-    picked = [rng.choice(indices[inverse == g], size=int(q), replace=False) for g, q in enumerate(quota) if q]
+    picked = [rng.choice(indices[groups == keys[g]], size=int(q), replace=False) for g, q in enumerate(quota) if q]
     return np.concatenate(picked) if picked else indices[:0]
+
+
+def _group_sizes(groups: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct groups, sorted, and their sizes: counted by class (labels from -1 up) rather than sorted,
+    which took a tenth of a second of an explorer's first frame at a million instances."""
+    low, high = int(groups.min()), int(groups.max())
+    if low < -1 or high > 1 << 16:
+        return np.unique(groups, return_counts=True)
+    counts = np.bincount(groups + 1, minlength=high + 2)
+    present = np.flatnonzero(counts)
+    return present - 1, counts[present]

@@ -7,7 +7,9 @@ is the median over rounds of each call's time divided by that round's baseline):
 - what a user meets: ``Subsets.aggregate(layer, names)`` with nothing cached, so the 20 memberships
   are evaluated inside the timed call, all three statistics (method ``auto``);
 - each method of `aggregate_masks` on its own (masks also evaluated inside): ``patterns`` (each row
-  added once to its membership pattern's sums, compiled) and ``matmul`` (BLAS S^T A per chunk).
+  added once to its membership pattern's sums, compiled) and ``matmul`` (BLAS S^T A per chunk);
+- ``patterns, one thread``: the same on one thread, as the baseline runs (numpy sums on one thread;
+  activis's pattern pass splits the rows into one range per CPU, at most one per 32,768 rows).
 Cases: 100,000 x 512 and 1,000,000 x 256, float16 and float32; the layer read from the store
 (a memory map) *cold*: before every call, baseline and activis alike, the file's pages are dropped
 from the page cache (``madvise(MADV_DONTNEED)`` on the map, then
@@ -34,6 +36,7 @@ import pandas as pd
 
 from activis.store import LayerSpec, StoreWriter
 from activis.subsets import Subsets, aggregate_masks
+from activis.subsets import aggregation as aggregation_module
 
 
 def make_store(path, n: int, n_neurons: int, n_classes: int = 10, dtype: str = "float32", batch: int = 20_000):
@@ -86,6 +89,18 @@ def plain_pass_converting(activations, chunk_rows: int) -> np.ndarray:
     return total
 
 
+def one_thread(func):
+    """``func`` with the pattern pass on one thread (every layer one row range), as the baseline runs."""
+    def call():
+        saved = aggregation_module.THREAD_ROWS
+        aggregation_module.THREAD_ROWS = 1 << 62
+        try:
+            return func()
+        finally:
+            aggregation_module.THREAD_ROWS = saved
+    return call
+
+
 def evict(mapped: np.memmap) -> None:
     """Drop the layer file's pages from this process's map and from the page cache: the next read
     comes from the disk, as for a store larger than the page cache."""
@@ -136,7 +151,8 @@ def run_case(workdir: str, n: int, n_neurons: int, dtype: str, repeat: int, smal
     masks = np.stack([subsets.mask(m) for m in names])
     patterns = len(np.unique(np.packbits(masks, axis=0), axis=1).T)
     print(f"\n{n:,} x {n_neurons} {dtype} ({mapped.nbytes / 1e6:.0f} MB, written in {written:.1f} s, not timed); "
-          f"K = {len(names)} subsets, {patterns} membership patterns")
+          f"K = {len(names)} subsets, {patterns} membership patterns; threads: plain pass 1, activis "
+          f"{max(1, min(aggregation_module._cpu_count(), n // aggregation_module.THREAD_ROWS))}")
 
     def user_call():  # what a user meets: nothing cached, memberships evaluated in the call
         subsets.clear_cache()
@@ -157,6 +173,7 @@ def run_case(workdir: str, n: int, n_neurons: int, dtype: str, repeat: int, smal
             user_call if where.startswith("store") else lambda a=activations: method_call(a, "auto"))
         for method in ("patterns", "matmul"):
             cases[f"{where}: {method}"] = lambda a=activations, m=method: method_call(a, m)
+        cases[f"{where}: patterns, one thread"] = one_thread(lambda a=activations: method_call(a, "patterns"))
     times = {name: [] for name in cases}
     for _ in range(repeat):  # interleaved so that load from other processes hits every case
         for name, func in cases.items():

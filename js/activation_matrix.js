@@ -11,6 +11,7 @@ import { formatNumber } from "./common/format.js";
 import { HEADER_H, drawMarks, drawHeader, paintRamp } from "./matrix/paint.js";
 import { CSS, matrixDom, relabel, rowLabel } from "./matrix/dom.js";
 import { BRUSH_KEY, pageRows } from "./matrix/local_rows.js";
+import { frameAt, sameValues, stepHolding } from "./common/checkpoint_frames.js";
 
 /**
  * @typedef {import("./common/arrays.js").Serialised} Serialised
@@ -32,7 +33,7 @@ const MAX_CELL_W = 40;
 export default defineView({
   name: "matrix", css: CSS, source: "matrix", setup,
   arrays: ["values", "neuron_order", "row_members", "row_offsets", "index_members", "index_offsets",
-    "page_activations"],
+    "page_activations", "checkpoint_values"],
 });
 
 /** @param {import("./common/view.js").Kit} kit */
@@ -78,6 +79,7 @@ function setup(kit) {
   const pageRowsHere = pageRows(kit);
   /** @type {ArrayLike<number> | null | undefined} the brush clause last drawn (undefined: none seen yet) */
   let seenBrush;
+  let shownStep = -1;          // the checkpoint drawn (the shared Selection's), -1 outside a run
 
   const keyIndex = (key) => rows.findIndex((r) => r.key === key);
   const save = (changes) => {
@@ -451,6 +453,8 @@ function setup(kit) {
     if (sel !== shared) sharedHoverRow = -1;
     shared = sel;
     if (!sel) return;
+    const step = sel.get("checkpoint");
+    if (typeof step === "number" && step !== shownStep) moveToCheckpoint(step);
     const brush = sel.clause("brush"); // decoded once per value: the same object while it stands
     if (seenBrush !== undefined && brush !== seenBrush) drawPageBrush(brush);
     seenBrush = brush;
@@ -581,8 +585,42 @@ function setup(kit) {
   addInstanceInput.addEventListener("keydown", (ev) => { if (ev.key === "Enter") pinInstance(); });
   status.addEventListener("click", () => save({ status: "" }));
 
+  // ------------------------------------------------------------------ checkpoints
+  const frames = () => kit.array("checkpoint_values");
+  const frameSteps = () => /** @type {number[]} */ (model.get("checkpoint_steps") || []);
+  /** Whether the values drawn are the frame of the checkpoint drawn: only then are the other frames this view's. */
+  const framesHeld = () => sameValues(frameAt(frames(), frameSteps(), shownStep), raw);
+
+  /** The timeline moved (in the page or from Python): draw the checkpoint's frame now, not after the kernel. */
+  function moveToCheckpoint(/** @type {number} */ step) {
+    const next = frameAt(frames(), frameSteps(), step);
+    const held = framesHeld();
+    shownStep = step;
+    el.dataset.checkpoint = String(step);
+    if (next && held) {
+      raw = next;
+      redrawShown();
+    }
+  }
+
+  /** The kernel's values, unless they are a frame while the frames are held: the kernel following a move the
+   * page has drawn (or passed, while playing ahead of it) draws nothing again. */
+  function onValues() {
+    pendingCluster = false;
+    const sent = kit.array("values");
+    const at = sent && framesHeld() ? stepHolding(frames(), frameSteps(), sent.data) : null;
+    if (at === null) {
+      fullDraw();
+      return;
+    }
+    if (at === shownStep) raw = sent.data;
+    rows = (model.get("rows") || []).slice(0, R); // a subset's size at this checkpoint
+    buildLabels();
+    el.dataset.rowsFrom = "kernel"; // a brushed row the page drew is the kernel's now
+    el.dataset.followed = String(Number(el.dataset.followed || 0) + 1);
+  }
+
   // ------------------------------------------------------------------ model events
-  const onValues = () => { pendingCluster = false; fullDraw(); };
   const onOrderMode = () => {
     pendingCluster = model.get("order_mode") === "cluster";
     fillSelects();
@@ -620,6 +658,9 @@ function setup(kit) {
   };
   const onSelects = () => fillSelects();
   kit.on("values", onValues);
+  const onFrames = () => { el.dataset.frames = String(frames() ? frameSteps().length : 0); };
+  kit.on("checkpoint_values checkpoint_steps", onFrames);
+  onFrames();
   kit.on("order_mode", onOrderMode);
   kit.on("sort_by_row", onSortRow);
   kit.on("neuron_order", onNeuronOrder);

@@ -12,6 +12,7 @@ import { addRowsInPolygon, autoPointSize, shuffledOrder, normalise, buildGrid, n
   fitTransform as fitLayout, dataTransform as layoutToData } from "./projection/geometry.js";
 import { paintPoints, paintRings, paintOverlay, colourTables, colourSignature, morph } from "./projection/paint.js";
 import { CSS, projectionDom, renderLegend, syncToolbar, statusText } from "./projection/controls.js";
+import { frameAt, sameValues, stepHolding } from "./common/checkpoint_frames.js";
 
 /**
  * @typedef {import("./common/arrays.js").Serialised} Serialised
@@ -28,7 +29,7 @@ const ANIMATE_MAX_POINTS = 300_000;
 
 // ------------------------------------------------------------------ the view
 const ARRAYS = ["positions", "instance_ids", "color_codes", "selected_indices", "highlighted_indices",
-  "filter_indices"];
+  "filter_indices", "checkpoint_positions", "checkpoint_codes"];
 
 export default defineView({ name: "projection", css: CSS, arrays: ARRAYS, source: "projection", setup });
 
@@ -83,6 +84,7 @@ function setup(kit) {
   let mode = "pan";
   let animation = null;
   let firstDraw = null; // performance.now() when the first layout arrived, until it is drawn
+  let shownStep = -1; // the checkpoint drawn (the shared Selection's), -1 outside a run
 
   // ---------------------------------------------------------------- transforms
   function fitTransform() {
@@ -261,19 +263,19 @@ function setup(kit) {
     el.dataset.highlightMs = (performance.now() - t0).toFixed(2);
   }
 
-  function loadCodes() {
-    const arr = kit.array("color_codes");
+  /** Colour codes and their legend: the kernel's, or a checkpoint's frame. */
+  function loadCodes(arr = kit.array("color_codes"), legendSpec = model.get("legend") || {}) {
     codes = arr && arr.data.length === n ? arr.data : null;
     paintCodes = new Uint8Array(n).fill(255); // 255: no colour yet (drawn grey)
     if (codes) for (let o = 0; o < n; o++) paintCodes[o] = codes[order[o]];
     readTheme();
     el.dataset.colorBy = model.get("color_by");
     el.dataset.colorSignature = colourSignature(codes, palette, n);
-    renderLegend(legend, model.get("legend") || {}, paletteCss, selectCode);
+    renderLegend(legend, legendSpec, paletteCss, selectCode);
   }
 
-  function loadPositions() {
-    const arr = kit.array("positions");
+  /** A layout: the kernel's, or a checkpoint's frame. */
+  function loadPositions(arr = kit.array("positions")) {
     const newN = arr ? arr.shape[0] : 0;
     if (firstDraw === null && !paintXY && newN) firstDraw = performance.now();
     const previous = paintXY;
@@ -327,14 +329,15 @@ function setup(kit) {
 
   function updateStatus() {
     const status = model.get("status");
-    const shown = model.get("shown_method");
+    const i = framesHeld() ? frameSteps().indexOf(shownStep) : -1;
+    const shown = i >= 0 ? model.get("checkpoint_methods")[i] : model.get("shown_method");
     el.dataset.status = status;
     el.dataset.progress = String(model.get("progress"));
     if (shown && el.dataset.shownMethod !== shown) {
       el.dataset.shownHistory = [el.dataset.shownHistory, shown].filter(Boolean).join(",");
     }
     el.dataset.shownMethod = shown;
-    const text = statusText(model, n, selectedCount);
+    const text = statusText(model, n, selectedCount, shown);
     progressBar.style.width = text.running ? `${Math.round(model.get("progress") * 100)}%` : "0";
     info.textContent = text.info;
     message.dataset.error = String(text.error);
@@ -538,6 +541,8 @@ function setup(kit) {
   /** Follow the shared selection: every clause but this view's own (the Selection applies Mosaic's rule). */
   function followShared(/** @type {import("./common/selection.js").SharedSelection | null} */ sel) {
     shared = sel;
+    const step = sel ? sel.get("checkpoint") : -1;
+    if (typeof step === "number" && step !== shownStep) moveToCheckpoint(step);
     const hover = sel ? sel.clause("hover") : null;
     const lit = hover && hover.length ? hover : sel ? sel.indices("subset_indices") : null;
     if (lit !== linkedLit) {
@@ -559,15 +564,64 @@ function setup(kit) {
     }
   }
 
+  // ---------------------------------------------------------------- checkpoints
+  const frameSteps = () => /** @type {number[]} */ (model.get("checkpoint_steps") || []);
+  const positionFrames = () => kit.array("checkpoint_positions");
+  const codeFrames = () => kit.array("checkpoint_codes");
+  /** Whether the layout and colours drawn are the frames of the checkpoint drawn (then the others are this
+   * view's too); colours without frames are the kernel's to change. */
+  function framesHeld() {
+    const steps = frameSteps();
+    return sameValues(frameAt(positionFrames(), steps, shownStep), pos)
+      && (!codeFrames() || sameValues(frameAt(codeFrames(), steps, shownStep), codes));
+  }
+
+  /** The timeline moved (in the page or from Python): move to the checkpoint's layout and colours now. */
+  function moveToCheckpoint(/** @type {number} */ step) {
+    const steps = frameSteps(), i = steps.indexOf(step);
+    const next = frameAt(positionFrames(), steps, step);
+    const held = framesHeld();
+    shownStep = step;
+    el.dataset.checkpoint = String(step);
+    if (!next || !held) return;
+    const nextCodes = frameAt(codeFrames(), steps, step);
+    if (nextCodes) loadCodes({ data: nextCodes, shape: [n] }, model.get("checkpoint_legends")[i]);
+    loadPositions({ data: next, shape: [n, 2] });
+  }
+
+  /** A kernel update that is a frame while the frames are held: the kernel following a move the page has
+   * drawn (or passed, while playing ahead of it), drawn no second time. */
+  function isFollowUp(/** @type {import("./common/arrays.js").Decoded | null} */ frames, /** @type {string} */ name,
+    /** @type {(step: number) => boolean} */ also = () => true) {
+    const sent = kit.array(name);
+    const at = sent && frames && framesHeld() ? stepHolding(frames, frameSteps(), sent.data) : null;
+    if (at === null || !also(at)) return false;
+    el.dataset.followed = String(Number(el.dataset.followed || 0) + 1);
+    return true;
+  }
+  const sameLegend = (/** @type {number} */ step) => JSON.stringify(model.get("legend"))
+    === JSON.stringify(model.get("checkpoint_legends")[frameSteps().indexOf(step)]);
+
   // ---------------------------------------------------------------- wiring
   const on = kit.on;
-  on("positions", loadPositions);
+  on("positions", () => {
+    if (!isFollowUp(positionFrames(), "positions")) loadPositions();
+    else updateStatus();
+  });
+  on("checkpoint_positions checkpoint_steps", () => {
+    el.dataset.frames = String(positionFrames() ? frameSteps().length : 0);
+  });
   on("instance_ids", () => { loadIds(); loadSelection(); loadFilter(); scheduleDraw(); });
   let codesQueued = false; // colour codes, palette and legend arrive together: decode them once
   on("color_codes palette legend", () => {
     if (codesQueued) return;
     codesQueued = true;
-    queueMicrotask(() => { codesQueued = false; loadCodes(); scheduleDraw(); });
+    queueMicrotask(() => {
+      codesQueued = false;
+      if (isFollowUp(codeFrames(), "color_codes", sameLegend)) return;
+      loadCodes();
+      scheduleDraw();
+    });
   });
   on("selected_indices", () => { loadSelection(); updateStatus(); scheduleDraw(); });
   on("filter_indices", () => { loadFilter(); scheduleDraw(); });

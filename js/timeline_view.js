@@ -3,7 +3,9 @@
 // dragging the slider or clicking a tick sets `step` (snapped to a checkpoint); play walks through the
 // checkpoints every `interval` ms and stops at the last. "Δ since" picks `compare_to` (-1: none), the
 // checkpoint the explorer shows differences from. The root carries data-step, data-steps and
-// data-compare-to, each tick data-step, for tests and tools.
+// data-compare-to, each tick data-step, for tests and tools. In an explorer the step is also written to the
+// shared Selection's `checkpoint`, so that the matrix and projection redraw from the frames they hold
+// (js/common/checkpoint_frames.js) before the kernel has answered.
 import { defineView } from "./common/view.js";
 import { h } from "./common/dom.js";
 
@@ -42,8 +44,12 @@ function setup(kit) {
   el.append(play, track, label, compare, flipped);
 
   const steps = () => /** @type {number[]} */ (model.get("steps"));
+  /** @type {import("./common/selection.js").SharedSelection | null} */
+  let shared = null; // an explorer's Selection: its views holding every checkpoint redraw from its checkpoint
+  kit.selection((sel) => { shared = sel; });
   const setStep = (/** @type {number} */ step) => {
     if (step === model.get("step")) return;
+    if (shared) shared.set({ checkpoint: step }); // the page's views move now, the kernel follows
     model.set("step", step);
     model.save_changes();
   };

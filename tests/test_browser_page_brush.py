@@ -74,7 +74,7 @@ FIRST_DRAWS = """([matrix, panel]) => {
   };
   const seen = (el, key, record) => new MutationObserver(() => {
     if (!first[key]) first[key] = record();
-  }).observe(el, { attributes: true, attributeFilter: ['data-rendered'] });
+  }).observe(el, { attributes: true, attributeFilter: ['data-rendered', 'data-rows-from'] });
   seen(matrix, 'matrix', () => ({ from: matrix.dataset.rowsFrom, row: matrix.activisRow('selection'),
     pixels: rowPixels(), label: matrix.querySelector(".av-row[data-key='selection']")?.innerText }));
   seen(panel, 'panel', () => ({ from: panel.dataset.sampleFrom, drawn: Number(panel.dataset.drawn),

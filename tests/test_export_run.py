@@ -31,6 +31,7 @@ def explorer(tmp_path_factory):
     run = activis.open_run(make_run(tmp_path_factory.mktemp("export_run") / "run"))
     ex = activis.Explorer(run.store, run=run, method="pca", projection_params={"n_epochs": 30})
     assert ex.timeline.wait_for_layouts(timeout=600)
+    ex.timeline.frames.refresh()  # as in a kernel: the live page's checkpoint frames, which a saved page leaves out
     return ex
 
 
@@ -151,3 +152,13 @@ def test_a_sampled_run_page_keeps_the_cockpit_and_says_the_checkpoints_are_left_
     assert children[1]["data"]["checkpoints"] is None
     cockpit = payload["models"][children[-1]["model"]]
     assert cockpit["module"] == "cockpit_panel"
+
+
+def test_a_saved_page_leaves_out_the_live_pages_checkpoint_frames(tmp_path, explorer):
+    import json
+
+    assert explorer.matrix.checkpoint_values is not None and explorer.projection.checkpoint_positions is not None
+    text = activis.save_html(tmp_path / "run.html", explorer).read_text()
+    payload = json.loads(text[text.index('id="activis-state">') + 19:text.index("</script>")])
+    kept = {key for model in payload["models"].values() for key in model["state"] if key.startswith("checkpoint_")}
+    assert kept == set()

@@ -95,7 +95,8 @@ def test_paths_agree_on_one_store(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("dtype", ["float32", "float16"])
 def test_methods_agree_with_numpy(tmp_path, monkeypatch, dtype):
-    """Both one-pass methods, with pattern partials flushed every 3 rows and chunks of a few rows."""
+    """Both one-pass methods, with pattern partials flushed every 3 rows, chunks of a few rows and blocks of
+    a few dozen, summed by three threads."""
     store = random_store(tmp_path / "s", n=2500, n_neurons=21, dtype=dtype)
     activations = store.activations("layer")
     rng = np.random.default_rng(5)
@@ -106,6 +107,7 @@ def test_methods_agree_with_numpy(tmp_path, monkeypatch, dtype):
     monkeypatch.setattr(aggregation_module, "FLUSH_ROWS", 3)
     monkeypatch.setattr(aggregation_module, "THREAD_ROWS", 1000)  # two or more row ranges, summed apart
     monkeypatch.setattr(aggregation_module, "_cpu_count", lambda: 3)
+    monkeypatch.setattr(aggregation_module, "READ_AHEAD_BYTES", 4096)  # blocks of a few dozen rows
     dense = np.asarray(activations, dtype=np.float64)
     for method in ("patterns", "matmul"):
         result = aggregate_masks(activations, masks, threshold=0.25, chunk_bytes=500, method=method)

@@ -267,3 +267,43 @@ def test_the_graph_marks_the_findings_made_by_the_checkpoint_and_follows_a_findi
     assert ex.graph_view.selected_layer == "_0" and ex.selection.layer == "0" and ex.status.value == ""
     ex.checkpoint = 10
     assert set(ex.graph_view.markers) == {"_0", "_2"}
+    # a finding written after the explorer was made (a doctor still watching) shows at the next move
+    run.add_finding({"step": 12, "check": "dead", "severity": "error", "title": "Dead units", "node": "_2"})
+    ex.checkpoint = 15
+    assert ex.graph_view.markers["_2"] == {"severity": "error", "count": 2, "title": "Dead units (from step 12)"}
+
+
+def test_the_matrix_and_projection_hold_every_checkpoint_for_the_page_and_python_still_moves_them(run, explorer):
+    """The page redraws a checkpoint from these frames before the kernel answers: each must be what the
+    kernel then sends, and the Selection's ``checkpoint`` (what the page follows) moves first."""
+    explorer.projection.color_by = "pred"
+    explorer.matrix.statistic = "std"
+    explorer.timeline.frames.refresh()  # in a kernel, its loop does this a moment after a change
+    matrix, projection = explorer.matrix, explorer.projection
+    assert matrix.checkpoint_steps == projection.checkpoint_steps == [0, 5, 10, 15]
+    assert projection.checkpoint_methods == [f"aligned · step {s}" for s in (0, 5, 10, 15)]
+    frames = (np.array(matrix.checkpoint_values), np.array(projection.checkpoint_positions),
+              np.array(projection.checkpoint_codes), list(projection.checkpoint_legends))
+    order = []
+    explorer.selection.observe(lambda c: order.append("selection"), "checkpoint")
+    matrix.observe(lambda c: order.append("matrix"), "values")
+    for i, step in enumerate((0, 5, 10, 15)):
+        if step != explorer.checkpoint:
+            order.clear()
+            explorer.checkpoint = step  # from Python: the page's checkpoint first, then the views' values
+            assert order[:2] == ["selection", "matrix"]
+        assert explorer.selection.checkpoint == step
+        np.testing.assert_allclose(frames[0][i], matrix.values, rtol=1e-5, atol=1e-6)
+        np.testing.assert_array_equal(frames[1][i], projection.positions)
+        np.testing.assert_array_equal(frames[2][i], projection.color_codes)
+        assert frames[3][i] == projection.legend
+    # a move leaves the frames as they are (nothing resent); new rows make them follow
+    explorer.timeline.frames.refresh()
+    assert matrix.checkpoint_values is not None and np.array_equal(matrix.checkpoint_values, frames[0])
+    matrix.add_instance(3)
+    explorer.timeline.frames.refresh()
+    assert matrix.checkpoint_values.shape == (4, len(matrix.row_keys), frames[0].shape[2])
+    # a layout that is not the aligned one (another method) is not held
+    explorer.projection.show_layout(np.zeros((run.store.n_instances, 2)), "pca")
+    explorer.timeline.frames.refresh()
+    assert projection.checkpoint_positions is None and projection.checkpoint_steps == []

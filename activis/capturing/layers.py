@@ -8,6 +8,7 @@ are tapped with forward hooks instead.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -24,19 +25,36 @@ from .pipeline import _Slot
 FLOAT16_TINY = float(np.finfo(np.float16).tiny)  # smallest normal: below it float16 keeps fewer digits, or 0
 # a float32 |x| read as an integer, minus 1 (unsigned): below this bound is a nonzero value below FLOAT16_TINY
 _TINY_BOUND = np.float32(FLOAT16_TINY).view(np.uint32) - np.uint32(1)
+# the largest float32 magnitude, read as an integer, that each storage dtype holds as a finite value
+_FITS = {"float16": np.float32(np.finfo(np.float16).max).view(np.uint32), "float32": np.uint32(0x7F7FFFFF)}
+
+
+def _scan(rows: torch.Tensor) -> tuple[int, int] | None:
+    """(the largest magnitude as float32 bits, how many values float16 keeps with fewer digits or as 0)
+    of float32 rows on the CPU, in one compiled pass; None for other rows."""
+    if rows.dtype != torch.float32 or not rows.is_contiguous() or rows.device.type != "cpu":
+        return None
+    peak, tiny = _compiled_scan()(rows.detach().numpy().reshape(-1).view(np.uint32), _TINY_BOUND)
+    return int(peak), int(tiny)
+
+
+@functools.cache
+def _compiled_scan():
+    """`_tiny.scan`, imported (with numba) the first time a capture meets float32 rows, then looked up no more."""
+    from ._tiny import scan
+
+    return scan
 
 
 def _count_tiny(rows: torch.Tensor) -> int:
     """How many values are nonzero but below float16's smallest normal (they lose digits, or become 0).
 
-    Float32 rows are counted by one compiled integer comparison per value: torch's abs, <, != and &
-    with their four temporaries took a tenth of a small MLP's forward (more with two threads on a
-    busy machine)."""
-    if rows.dtype != torch.float32 or not rows.is_contiguous() or rows.device.type != "cpu":
+    Float32 rows are counted in the compiled pass of `_scan`: torch's abs, <, != and & with their
+    four temporaries took a tenth of a small MLP's forward (more with two threads on a busy machine)."""
+    scanned = _scan(rows)
+    if scanned is None:
         return int(torch.count_nonzero((rows.abs() < FLOAT16_TINY) & (rows != 0)))
-    from ._tiny import count_tiny
-
-    return int(count_tiny(rows.detach().numpy().reshape(-1).view(np.uint32), _TINY_BOUND))
+    return scanned[1]
 
 
 @dataclass
@@ -187,6 +205,7 @@ class _LayerPlan:
         self.channel_reduction = opts.channel_reduction
         self.sequence_reduction = opts.sequence_reduction
         self.dtype = opts.dtype
+        self.np_dtype = np.dtype(opts.dtype)
         self.spec: LayerSpec | None = None
         # a sequence or 1-d feature map with as many steps as the padding mask is reduced over the real ones;
         # None: no mask, or no steps (an image)
@@ -290,6 +309,24 @@ class _LayerPlan:
             return value.amax(dim=1)
         return value[:, 0] if spec.reduction == "first" else value[:, -1]
 
+    def check(self, stored: np.ndarray, rows: torch.Tensor) -> NonFinite | None:
+        """What `check_finite` finds in one batch's ``stored`` values, and float16's underflow in ``rows``.
+
+        Float32 rows on the CPU take one compiled pass over ``rows``: the stored values are looked at
+        only when some value does not fit the storage dtype (NaN, Inf or too large), the rare case."""
+        scanned = _scan(rows)
+        if scanned is None:
+            found = check_finite(stored, lambda: rows.detach().float().cpu().numpy())
+            tiny = _count_tiny(rows) if self.dtype == "float16" and rows.dtype != torch.float16 else 0
+        else:
+            peak, tiny = scanned
+            found = check_finite(stored, lambda: rows.detach().numpy()) if peak > _FITS[self.dtype] else None
+            tiny = tiny if self.dtype == "float16" else 0
+        if tiny:
+            found = found or NonFinite(per_row=np.zeros(len(stored), dtype=np.int32))
+            found.underflow = tiny
+        return found
+
     def _neurons_of(self, value) -> int:
         first = self.spec.neuron_kind == "channel" and self.spec.layout != "channels_last"
         return int(value.shape[1] if first else value.shape[-1])
@@ -304,7 +341,10 @@ class _Current:
 
 
 class _Tap(nn.Module):
-    """Called with a layer's value right where the model computes it; copies it into the current slot."""
+    """Called with a layer's value right where the model computes it; copies it into the current slot.
+
+    Called once per layer and batch, so it does only that: ``__call__`` is `forward` itself (no
+    module hooks to look up), and the checks of the stored values are one compiled pass."""
 
     def __init__(self, plan: _LayerPlan, current: _Current):
         super().__init__()
@@ -317,15 +357,11 @@ class _Tap(nn.Module):
         if plan.spec is None:
             plan.derive(value, slot.n)
         rows = plan.rows(value, self.current.steps)
-        stored = slot.target(plan.name, plan.spec.neurons, plan.dtype)
+        stored = slot.target(plan.name, plan.spec.neurons, plan.np_dtype)
         torch.from_numpy(stored).copy_(rows)
-        found = check_finite(stored, lambda: rows.detach().float().cpu().numpy())
-        if plan.dtype == "float16" and rows.dtype != torch.float16:
-            tiny = _count_tiny(rows)
-            if tiny:
-                found = found or NonFinite(per_row=np.zeros(slot.n, dtype=np.int32))
-                found.underflow = tiny
-        slot.note(plan.name, found)
+        slot.note(plan.name, plan.check(stored, rows))
+
+    __call__ = forward
 
 
 def _fx_runner(graph: ComputationGraph, taps: list[tuple[str, _Tap]]) -> nn.Module:

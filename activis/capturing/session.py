@@ -55,6 +55,7 @@ in `fingerprint`, the model's class scores in `outputs`, the progress bar and th
         self.hooks: list = []
         self.restore = None
         self.writer: StoreWriter | None = None
+        self.finished: ActivationStore | None = None  # the store as the writer's finish opened it (unsharded)
 
     # ------------------------------------------------------------------ run
     def run(self) -> ActivationStore:
@@ -78,7 +79,7 @@ in `fingerprint`, the model's class scores in `outputs`, the progress bar and th
             if self.writer is not None:
                 self.writer.close()
             self._restore_model()
-        store = open_store(self.path)
+        store = self.finished if self.finished is not None else open_store(self.path)
         _warn_nonfinite(store)
         return store
 
@@ -505,7 +506,7 @@ in `fingerprint`, the model's class scores in `outputs`, the progress bar and th
                 "last_session_s": round(self.elapsed, 3), "last_session_rows": self.rows_written,
                 "instances_per_s": None if rate is None else round(rate, 1),
                 "activation_mb_per_s": None if rate is None else round(rate * row_bytes / 1e6, 2)})
-        writer.finish()
+        self.finished = writer.finish()
 
     def _refuse_checkpoint(self, why: str) -> None:
         """A checkpoint turned out to hold other instances: a new one is dropped, the store is as it was."""

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-from sklearn import metrics
 
 from .inputs import EvaluationError, Outcomes
 
@@ -23,6 +22,8 @@ def confusion(out: Outcomes, predictions: np.ndarray | None = None) -> pd.DataFr
 
 def per_class(out: Outcomes, predictions: np.ndarray | None = None) -> pd.DataFrame:
     """Precision, recall, F1 and support per class (0 where undefined: no prediction of that class)."""
+    from sklearn import metrics  # imported on first use: seconds of an explorer's first import
+
     pred = out.predictions() if predictions is None else predictions
     p, r, f, s = metrics.precision_recall_fscore_support(out.labels, pred, labels=np.arange(out.n_classes),
                                                          zero_division=0)

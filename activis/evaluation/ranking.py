@@ -12,8 +12,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.stats import norm
-from sklearn import metrics
 
 from .inputs import EvaluationError
 
@@ -54,6 +52,8 @@ class DeLong:
     negatives: np.ndarray  # V01: each negative's share of positives ranked above it
 
     def interval(self, level: float = 0.95) -> tuple[float, float]:
+        from scipy.stats import norm  # scipy.stats and sklearn: imported when first used (see roc)
+
         half = norm.ppf(0.5 + level / 2) * np.sqrt(self.variance)
         return max(0.0, self.auc - half), min(1.0, self.auc + half)
 
@@ -79,12 +79,16 @@ def delong_difference(positive, scores_a, scores_b) -> dict:
     diff = a.auc - b.auc
     se = float(np.sqrt(max(var, 0.0)))
     z = diff / se if se > 0 else (0.0 if diff == 0 else np.inf)
+    from scipy.stats import norm
+
     return {"auc_a": a.auc, "auc_b": b.auc, "difference": diff, "se": se, "z": float(z),
             "p": float(2 * norm.sf(abs(z)))}
 
 
 def roc(positive, scores) -> dict:
     """The exact ROC curve: one point per distinct score (collinear points kept out, as sklearn does)."""
+    from sklearn import metrics  # imported on first use: with scipy.stats, seconds of an explorer's first import
+
     positive, scores = _binary(positive, scores)
     fpr, tpr, thresholds = metrics.roc_curve(positive, scores)
     return {"fpr": fpr, "tpr": tpr, "thresholds": thresholds}
@@ -92,6 +96,8 @@ def roc(positive, scores) -> dict:
 
 def precision_recall(positive, scores) -> dict:
     """The exact PR curve (recall decreasing, ending at recall 0, precision 1) and average precision."""
+    from sklearn import metrics
+
     positive, scores = _binary(positive, scores)
     precision, recall, thresholds = metrics.precision_recall_curve(positive, scores)
     # the step sum sklearn's average_precision_score takes over this very curve (not the trapezoid)

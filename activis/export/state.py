@@ -43,7 +43,10 @@ class PageState:
         model_id = widget.model_id
         if model_id in self.models:
             return model_id
-        state = {k: v for k, v in widget.get_state().items() if k not in ("_esm", "_css")}
+        # a trait tagged saved=False is the live page's alone (each checkpoint's frames: a saved page holds its
+        # checkpoints itself, `export/checkpoints.py`)
+        state = {k: v for k, v in widget.get_state().items()
+                 if k not in ("_esm", "_css") and widget.trait_metadata(k, "saved", True)}
         self.models[model_id] = {"module": bundle_name(widget), "state": self._without_buffers(state)}
         for name in widget.keys:  # synced widgets it references (a shared Selection) come along
             value = getattr(widget, name, None)

@@ -104,13 +104,14 @@ def factorize(codes, ids, first):
 
 
 @_jit
-def accumulate(rows, pattern, threshold, moments, flush_rows, partial, counts, since, sums):
+def accumulate(rows, pattern, threshold, moments, flush_rows, partial, active, counts, since, sums):
     """Add each float32 row to its membership pattern's partial sums.
 
     ``partial[p]`` holds, per neuron, the pattern's shift (its first row here, set when first met),
-    then the float32 sums of d = x - shift, of d * d and of x > threshold (small d keep float32
-    honest: one instance alone has d = 0); they go into the float64 ``sums[p]`` every
-    ``flush_rows`` rows of that pattern, before float32 loses precision. The pattern's 4 x neurons
+    then the float32 sums of d = x - shift and of d * d (small d keep float32 honest: one instance
+    alone has d = 0), ``active[p]`` the uint8 counts of x > threshold (a quarter of the bytes of a
+    float32 count: the pass's cost is moving the patterns' sums through the caches); they go into
+    the float64 ``sums[p]`` every ``flush_rows`` (at most 255) rows of that pattern. The pattern's
     block is contiguous, so one row touches one run of memory; the active count has a loop of its
     own so that the compiler vectorises both.
     """
@@ -125,13 +126,13 @@ def accumulate(rows, pattern, threshold, moments, flush_rows, partial, counts, s
         if counts[p] == 0:
             shift[:] = row
         if moments:
-            square, active = block[2], block[3]
+            square, count = block[2], active[p]
             for j in range(n_neurons):
                 d = row[j] - shift[j]
                 total[j] += d
                 square[j] += d * d
             for j in range(n_neurons):
-                active[j] += np.float32(1.0) if row[j] > threshold else np.float32(0.0)
+                count[j] += row[j] > threshold
         else:
             for j in range(n_neurons):
                 total[j] += row[j] - shift[j]
@@ -139,27 +140,45 @@ def accumulate(rows, pattern, threshold, moments, flush_rows, partial, counts, s
         since[p] += 1
         if since[p] >= flush_rows:
             since[p] = 0
-            _flush(partial, sums, p)
+            _flush(partial, active, sums, p)
 
 
 @_jit
-def _flush(partial, sums, p):
+def _flush(partial, active, sums, p):
     target = sums[p]
-    for s in range(target.shape[0]):
+    for s in range(partial.shape[1] - 1):
         source, out = partial[p, s + 1], target[s]
         for j in range(out.shape[0]):
             out[j] += source[j]
             source[j] = 0.0
+    if active.shape[1]:
+        count, out = active[p], target[2]
+        for j in range(out.shape[0]):
+            out[j] += count[j]
+            count[j] = 0
 
 
 @_jit
-def flush_all(partial, sums):
+def finish(partial, active, counts, sums, shift):
+    """Flush every pattern's partial sums into ``sums`` and re-centre them from the pattern's own
+    shift onto the common per-neuron ``shift`` (float64; the parallel-variance identity): with
+    o = own shift - shift, sum(x - shift) = sum(d) + n o and sum((x - shift)^2) = sum(d^2) + (2 sum(d) + n o) o.
+    One compiled pass over the sums instead of half a dozen temporary arrays of them."""
+    moments = sums.shape[1] > 1
     for p in range(partial.shape[0]):
-        _flush(partial, sums, p)
+        _flush(partial, active, sums, p)
+        n, own, total = np.float64(counts[p]), partial[p, 0], sums[p, 0]
+        square = sums[p, 1 if moments else 0]  # (the total itself when only means are summed: unused)
+        for j in range(total.shape[0]):
+            offset = np.float64(own[j]) - shift[j]
+            if moments:
+                square[j] += (2.0 * total[j] + n * offset) * offset
+            total[j] += n * offset
 
 
 @_jit
-def accumulate_half(bits, scales, buffer, pattern, threshold, moments, flush_rows, partial, counts, since, sums):
+def accumulate_half(bits, scales, buffer, pattern, threshold, moments, flush_rows, partial, active, counts, since,
+                    sums):
     """`accumulate` for float16 rows (their uint16 bits), converted block by block into ``buffer``
     (a cache-sized float32 scratch); blocks where no row belongs to a pattern are not read."""
     n_rows = bits.shape[0]
@@ -175,4 +194,4 @@ def accumulate_half(bits, scales, buffer, pattern, threshold, moments, flush_row
             continue
         out = buffer[: hi - lo]
         half_to_float(bits[lo:hi], scales, out)
-        accumulate(out, pattern[lo:hi], threshold, moments, flush_rows, partial, counts, since, sums)
+        accumulate(out, pattern[lo:hi], threshold, moments, flush_rows, partial, active, counts, since, sums)

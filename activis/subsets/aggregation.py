@@ -23,8 +23,9 @@ GATHER_FRACTION = 0.125
 # rows whose mean is the per-neuron shift (see _Accumulator)
 SHIFT_ROWS = 256
 # rows of one pattern per float32 partial sum: measured on 100,000 ReLU rows, 20 subsets, the largest
-# relative error of a std was 5e-5 at 4096 rows, 6e-6 at 256 (a flush costs ~1 % of the pass)
-FLUSH_ROWS = 256
+# relative error of a std was 5e-5 at 4096 rows, 6e-6 at 256 (a flush costs ~1 % of the pass); at most
+# 255, the largest count a pattern's uint8 active counters hold
+FLUSH_ROWS = 255
 # rows are converted / multiplied in blocks of about this size, so that they stay in the CPU's cache
 KERNEL_CHUNK_BYTES = 1 << 20
 # rows of a memory-mapped layer are summed this many bytes per compiled call, the next block's
@@ -202,7 +203,7 @@ def _chunks(pattern: np.ndarray, rows_per_chunk: int, start: int = 0, stop: int 
     stop = len(pattern) if stop is None else stop
     for lo in range(start, stop, rows_per_chunk):
         hi = min(stop, lo + rows_per_chunk)
-        if (pattern[lo:hi] >= 0).any():
+        if pattern[lo:hi].max() >= 0:
             yield lo, hi
 
 
@@ -216,24 +217,15 @@ def _pattern_pass(activations, pattern, members, rows, acc: _Accumulator, thresh
     n = len(pattern)
     n_threads = max(1, min(_cpu_count(), n // THREAD_ROWS))
     bounds = np.linspace(0, n, n_threads + 1).astype(int)
-    parts = [(activations, pattern, members.shape[1], threshold, acc.squares is not None, chunk_bytes, lo, hi)
-             for lo, hi in zip(bounds[:-1], bounds[1:])]
+    parts = [(activations, pattern, members.shape[1], threshold, acc.shift, acc.squares is not None, chunk_bytes,
+              lo, hi) for lo, hi in zip(bounds[:-1], bounds[1:])]
     _kernels()  # compiled (or loaded from numba's cache) once, before any thread needs it
     if n_threads == 1:
-        results = [_pattern_sums(*parts[0])]
+        total = _pattern_sums(*parts[0])
     else:
         with ThreadPoolExecutor(n_threads) as pool:
-            results = list(pool.map(lambda args: _pattern_sums(*args), parts))
-    # re-centre each pattern's sums on the common shift (the parallel-variance identity, in
-    # float64), then add patterns into subsets: K x P membership times P x (sums x neurons)
-    total = None
-    for sums, counts, shifts in results:
-        offset = shifts - acc.shift
-        counts = counts.astype(np.float64)[:, None]
-        if acc.squares is not None:
-            sums[:, 1] += (2 * sums[:, 0] + counts * offset) * offset
-        sums[:, 0] += counts * offset
-        total = sums if total is None else total + sums
+            total = sum(pool.map(lambda args: _pattern_sums(*args), parts))
+    # patterns into subsets: K x P membership times P x (sums x neurons)
     with _one_blas_thread():
         subset_sums = (members.astype(np.float64) @ total.reshape(len(total), -1)).reshape(len(rows), -1,
                                                                                            total.shape[2])
@@ -243,20 +235,23 @@ def _pattern_pass(activations, pattern, members, rows, acc: _Accumulator, thresh
         acc.active[rows] += subset_sums[:, 2]
 
 
-def _pattern_sums(activations, pattern, n_patterns: int, threshold: float, moments: bool, chunk_bytes: int,
-                  start: int, stop: int):
-    """Per pattern, over rows start:stop: float64 sums of d, d*d and x > threshold with d = x - the
-    pattern's first row here (P x 1 or 3 x neurons), row counts, and those first rows.
+def _pattern_sums(activations, pattern, n_patterns: int, threshold: float, shift: np.ndarray, moments: bool,
+                  chunk_bytes: int, start: int, stop: int) -> np.ndarray:
+    """Per pattern, over rows start:stop: float64 sums of x - shift, its square and x > threshold
+    (P x 1 or 3 x neurons), summed around each pattern's first row here and re-centred at the end
+    (see `_kernels.finish`).
 
     Float32 rows are read in place and float16 ones converted inside the compiled loop, a few
     megabytes per call, the next block's read from disk started (see `_read_ahead`) before this
     one is summed; other dtypes are converted here, block by block."""
     kernels = _kernels()
     n_neurons = activations.shape[1]
-    partial = np.zeros((n_patterns, 4 if moments else 2, n_neurons), np.float32)
+    partial = np.zeros((n_patterns, 3 if moments else 2, n_neurons), np.float32)
+    active = np.zeros((n_patterns, n_neurons if moments else 0), np.uint8)
     sums = np.zeros((n_patterns, 3 if moments else 1, n_neurons))
     counts, since = np.zeros(n_patterns, np.int64), np.zeros(n_patterns, np.int64)
-    args = (np.float32(threshold), moments, FLUSH_ROWS, partial, counts, since, sums)
+    flush_rows = min(FLUSH_ROWS, np.iinfo(active.dtype).max)  # the uint8 counts must not wrap
+    args = (np.float32(threshold), moments, flush_rows, partial, active, counts, since, sums)
     rows_per_chunk = max(1, min(int(chunk_bytes), KERNEL_CHUNK_BYTES) // (n_neurons * 4))
     buffer = np.empty((min(rows_per_chunk, stop - start), n_neurons), np.float32)
     dtype = activations.dtype
@@ -278,8 +273,8 @@ def _pattern_sums(activations, pattern, n_patterns: int, threshold: float, momen
                 kernels.accumulate_half(rows, HALF_SCALES, buffer, pattern[lo:hi], *args)
             else:
                 kernels.accumulate(rows, pattern[lo:hi], *args)
-    kernels.flush_all(partial, sums)
-    return sums, counts, partial[:, 0]
+    kernels.finish(partial, active, counts, sums, shift)
+    return sums
 
 
 @contextlib.contextmanager

@@ -72,6 +72,10 @@ class ActivationMatrix(View):
     row_keys = traitlets.List(traitlets.Unicode()).tag(sync=True)
     rows = traitlets.List(traitlets.Dict()).tag(sync=True)  # key, label, kind, size, description
     values = traitlets.Any(None).tag(sync=True, **array_serialization)  # rows x neurons float32
+    # the values at every checkpoint of a run (checkpoints x rows x neurons float32, None: not held), in
+    # ``checkpoint_steps``' order: the page redraws from them when the timeline moves (`checkpoint_frames`)
+    checkpoint_steps = traitlets.List(traitlets.Int()).tag(sync=True, saved=False)
+    checkpoint_values = traitlets.Any(None).tag(sync=True, saved=False, **array_serialization)
     available_subsets = traitlets.List(traitlets.Unicode()).tag(sync=True)
 
     order_mode = Choice(ORDER_MODES, default_value="index").tag(sync=True)
@@ -371,9 +375,28 @@ class ActivationMatrix(View):
 
     def _baseline_rows(self, keys: list[str]) -> np.ndarray:
         """The shown statistic of each row's instances in the baseline store."""
-        activations = self._baseline.activations(self.layer)
+        return self._statistic_rows(self._baseline, [self._row_indices(key) for key in keys])
+
+    def _statistic_rows(self, store, members: list[np.ndarray]) -> np.ndarray:
+        """The shown statistic of each group of instances in ``store``'s activations of the layer shown."""
+        activations = store.activations(self.layer)
         return np.stack([RunningAggregate(activations, self.threshold, chunk_bytes=self._subsets.chunk_bytes)
-                         .update(sorted_unique(self._row_indices(key)))[self.statistic] for key in keys])
+                         .update(sorted_unique(indices))[self.statistic] for indices in members])
+
+    def values_at(self, store) -> np.ndarray:
+        """The values this matrix would show over another store of the same instances (a checkpoint:
+        ``store.at(step)``), each row's members as they are there, the baseline (if any) subtracted:
+        what the page holds to move between checkpoints without waiting for the kernel."""
+        store = check_same_instances("ActivationMatrix", self._store, store)
+        keys = list(self.row_keys)
+        if not keys:
+            return np.zeros((0, store.layer_spec(self.layer).neurons), np.float32)
+        members = [self._custom[key][1] if key in self._custom else
+                   self._subsets.indices_in(self._row_subset(key), store) for key in keys]
+        values = self._statistic_rows(store, members)
+        if self._baseline is not None:
+            values = values - self._statistic_rows(self._baseline, members)
+        return values.astype(np.float32)
 
     def _row_indices(self, key: str) -> np.ndarray:
         if key in self._custom:

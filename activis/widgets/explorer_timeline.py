@@ -35,6 +35,7 @@ from ..dynamics import (
 )
 from ..run import Run, open_run
 from ._base import kernel_loop
+from .checkpoint_frames import CheckpointFrames, aligned_label
 from .cka_view import CKAView
 from .cockpit_panel import CockpitPanel
 from .data_map_view import SOURCE as DATA_MAP
@@ -88,11 +89,12 @@ class ExplorerTimeline:
             self.per_sample = SampleQuantitiesView(instance_quantities(store), step=self.steps[-1], height=170)
         except DynamicsError as exc:  # no labels, or outputs that are not class scores
             self.errors["per_sample"] = str(exc)
-        self._findings = self._read_findings()
         self.runs_panels: list = []  # RunsPanels linked by link_runs_panel
         self._range_move = False  # a step range sets compare_to and the checkpoint: one refresh, not two
         self._followers_pending = False
         self._link()
+        explorer.selection.checkpoint = explorer.checkpoint
+        self.frames = CheckpointFrames(self)  # each checkpoint's matrix rows and layout, held by the page
         self._request_layouts(explorer.selection.layer)
         row = widgets.Layout(width="100%")
         side = [v for v in (self.data_map, self.cka) if v is not None]
@@ -122,6 +124,7 @@ class ExplorerTimeline:
     LINKS = (
         Link("explorer", "checkpoint", call="_on_checkpoint"),
         Link("timeline", "step", to="explorer.checkpoint"),
+        Link("selection", "checkpoint", to="explorer.checkpoint", when=lambda step: step >= 0),
         Link("selection", "layer", call="_on_layer"),
         Link("cockpit", "step_range", call="_on_step_range"),
         Link("data_map", "brushed", clause="brush", owner=DATA_MAP),
@@ -140,6 +143,9 @@ class ExplorerTimeline:
     def _on_checkpoint(self, change) -> None:
         ex, step = self.explorer, change["new"]
         at = self.store_at(step)
+        # first the checkpoint itself: the page's matrix and projection redraw from the frames they hold
+        # (`checkpoint_frames`), and then recognise the updates below as those frames
+        ex.selection.checkpoint = step
         ex.subsets.store = at  # subsets over predictions hold the instances they hold at this step
         # The page handles the kernel's messages one after another, so the order they go out in is the
         # order it draws in: the projection's colours and layout in one message (a frame of new colours
@@ -306,12 +312,14 @@ class ExplorerTimeline:
         return findings[known & findings["severity"].isin(("error", "warning", "note"))]
 
     def _mark_findings(self) -> None:
-        """The graph's badges: the doctor's findings made by the checkpoint shown (and those before training)."""
-        if self._findings is None:
+        """The graph's badges: the doctor's findings made by the checkpoint shown (and those before training),
+        read again each time, so that findings added since (a doctor still watching) show up."""
+        findings = self._read_findings()
+        if findings is None:
             return
         step = self.explorer.checkpoint
-        steps = pd.to_numeric(self._findings.get("step"), errors="coerce")
-        made = self._findings[steps.isna() | (steps <= step)]
+        steps = pd.to_numeric(findings.get("step"), errors="coerce")
+        made = findings[steps.isna() | (steps <= step)]
         order = {"error": 0, "warning": 1, "note": 2}
         markers: dict = {}
         for row in made.itertuples():
@@ -365,4 +373,4 @@ class ExplorerTimeline:
         ex = self.explorer
         positions = self.layout(ex.checkpoint)
         if positions is not None and ex.projection.layer == ex.selection.layer:
-            ex.projection.show_layout(positions, f"aligned · step {ex.checkpoint}")
+            ex.projection.show_layout(positions, aligned_label(ex.checkpoint))

@@ -13,7 +13,7 @@ from ..analysis import as_indices
 from ..projection import ProjectionJob, Projector, instance_rows
 from . import colours
 from ._arrays import array_serialization
-from ._base import View, bundle, class_count, is_among, kernel_loop
+from ._base import View, after_first_frame, bundle, class_count, is_among, kernel_loop
 from .errors import ViewError, check_layer, check_neuron, check_same_instances, check_store, unknown
 from .format import format_number
 from .selection import Selection
@@ -156,6 +156,14 @@ class ProjectionView(View):
     palette = traitlets.List(traitlets.Unicode()).tag(sync=True)
     legend = traitlets.Dict().tag(sync=True)
     point_size = traitlets.Float(0.0).tag(sync=True)  # css px; 0 picks by the number of points
+    # every checkpoint's aligned layout (checkpoints x instances x 2 float32), colour codes (checkpoints x
+    # instances uint8; None when the palette differs between them), legend and label, in
+    # ``checkpoint_steps``' order: the page redraws from them when the timeline moves (`checkpoint_frames`)
+    checkpoint_steps = traitlets.List(traitlets.Int()).tag(sync=True, saved=False)
+    checkpoint_positions = traitlets.Any(None).tag(sync=True, saved=False, **array_serialization)
+    checkpoint_codes = traitlets.Any(None).tag(sync=True, saved=False, **array_serialization)
+    checkpoint_methods = traitlets.List(traitlets.Unicode()).tag(sync=True, saved=False)
+    checkpoint_legends = traitlets.List(traitlets.Dict()).tag(sync=True, saved=False)
 
     status = traitlets.Unicode("").tag(sync=True)
     stage = traitlets.Unicode("").tag(sync=True)
@@ -201,7 +209,9 @@ class ProjectionView(View):
         self.observe(self._on_projection_change, ["layer", "method"])
         self.observe(self._on_color_change, ["color_by", "neuron", "colours"])
         self.observe(self._on_hover, ["hovered_index"])
-        self._request()
+        # in a kernel the projection starts once the first frame is out: a thread started here would
+        # take the CPU from the views still being built (at a million instances, most of their time)
+        after_first_frame(self._first_request)
 
     # ------------------------------------------------------------------ public
     @property
@@ -301,7 +311,14 @@ class ProjectionView(View):
             elif self.color_by == "neuron":
                 self._recolor()
 
-    def _request(self) -> None:
+    def _first_request(self) -> None:
+        """The first projection (a layout `show_layout` put up meanwhile stays); none for a view closed meanwhile."""
+        if self.comm is not None:
+            self._request(keep_layout=True)
+
+    def _request(self, keep_layout: bool = False) -> None:
+        """Ask the projector for the layer's layout; ``keep_layout``: one `show_layout` put up before the first
+        request (an aligned layout) stays."""
         with self._lock:
             params = self._params if self.method != "pca" else {}
             previous = self._job
@@ -314,10 +331,11 @@ class ProjectionView(View):
             if self._unsubscribe:
                 self._unsubscribe()
             self._job = job
-            self._external_layout = False
+            self._external_layout = self._external_layout and keep_layout
             self.n_neurons = int(self._store.activations(self.layer).shape[1])
             self.error = ""
-            self.shown_method = self.note = ""
+            if not self._external_layout:
+                self.shown_method = self.note = ""
             self._unsubscribe = job.on_change(self._on_job)  # already subscribed: just the unsubscriber
         self._on_job(job)
 
@@ -358,9 +376,14 @@ class ProjectionView(View):
             self.set_trait(change["name"], change["old"])
             raise
 
+    def encoding_at(self, store) -> tuple[np.ndarray, list[str], dict]:
+        """The colour codes, palette and legend this view would show over another store of the same instances
+        (a checkpoint: ``store.at(step)``)."""
+        return color_encoding(store, self.color_by, layer=self.layer, neuron=self.neuron, rows=self._rows,
+                              classes=self.colours.get("classes"))
+
     def _recolor(self) -> None:
-        codes, palette, legend = color_encoding(self._store, self.color_by, layer=self.layer, neuron=self.neuron,
-                                                rows=self._rows, classes=self.colours.get("classes"))
+        codes, palette, legend = self.encoding_at(self._store)
         with self._lock, self.hold_sync():
             self.palette = palette
             self.legend = legend

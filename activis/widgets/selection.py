@@ -84,6 +84,9 @@ class Selection(ChecksTraits, AnyWidget):
     highlight_neurons = traitlets.Any(None).tag(sync=True, **array_serialization)  # int32 neuron indices
     highlight_neurons_layer = traitlets.Unicode("").tag(sync=True)
     highlight_neurons_source = traitlets.Unicode("").tag(sync=True)
+    # the checkpoint step the views show (-1: not a run): the timeline writes it in the page, so that views
+    # holding every checkpoint's data (`checkpoint_frames`) redraw there before the kernel answers
+    checkpoint = traitlets.Int(-1).tag(sync=True)
 
     @traitlets.validate("brush", "hover", "subset_indices", "highlight_neurons")
     def _check_indices(self, proposal):

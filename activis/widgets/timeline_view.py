@@ -1,7 +1,8 @@
 """TimelineView: a checkpoint slider with play/pause, one mark per checkpoint step.
 
 It holds only the steps and the one shown (``step``); the explorer moves every view when ``step``
-changes. Play advances through the checkpoints in the browser, one every ``interval`` ms, and stops
+changes (in an explorer, the page's matrix and projection move first, from the shared Selection's
+``checkpoint``). Play advances through the checkpoints in the browser, one every ``interval`` ms, and stops
 at the last. ``compare_to`` is a checkpoint to show differences from (-1: none): the explorer's matrix
 shows each row's change since it and the instance panel marks the predictions that changed.
 """
@@ -9,9 +10,11 @@ shows each row's change since it and the instance panel marks the predictions th
 from __future__ import annotations
 
 import traitlets
+from ipywidgets import widget_serialization
 
 from ._base import View, bundle
 from .errors import ViewError
+from .selection import Selection
 
 
 class TimelineView(View):
@@ -26,6 +29,9 @@ class TimelineView(View):
     playing = traitlets.Bool(False).tag(sync=True)
     interval = traitlets.Int(800).tag(sync=True)  # ms per checkpoint while playing
     compare_to = traitlets.Int(-1).tag(sync=True)  # a checkpoint to show differences from, -1 for none
+    # an explorer's Selection: a step chosen in the page is written to its ``checkpoint`` too, which the views
+    # holding every checkpoint's data follow at once, before the kernel's round trip
+    shared_selection = traitlets.Instance(Selection, allow_none=True).tag(sync=True, **widget_serialization)
 
     def __init__(self, steps, *, step: int | None = None, **kwargs):
         steps = sorted({int(s) for s in steps})

@@ -150,12 +150,12 @@ export function syncToolbar({ layerSelect, methodSelect, colorSelect, neuronInpu
 /**
  * The status line and the message over the map, from the model: points, selection, progress, errors.
  * @param {AnyModel} model @param {number} n @param {number} selectedCount
+ * @param {string} shown what the map shows (a checkpoint's frame drawn in the page before the model says so)
  */
-export function statusText(model, n, selectedCount) {
+export function statusText(model, n, selectedCount, shown = model.get("shown_method")) {
   const status = model.get("status");
   const progress = model.get("progress");
   const method = model.get("method");
-  const shown = model.get("shown_method");
   const running = status === "running" || status === "pending";
   const parts = [`${formatInteger(n)} points`];
   if (selectedCount) parts.push(`${formatInteger(selectedCount)} selected`);
