@@ -370,12 +370,12 @@ def _():
 
 
 @healthy(H, "vit_tiny_digits_adamw_warmup_cosine", "ViT from a tiny config (patch 2 on 8x8, 2 layers) fed dict items "
-         "with pixel_values; AdamW 1e-3 wd 0.05, warm-up from 0 over 20 batches then cosine", 150)
+         "with pixel_values; AdamW 2e-3 wd 0.05, warm-up from 0 over 20 batches then cosine", 150)
 def _():
     seed(16)
     model = tiny_vit()
     ds = image_items()
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.05)
+    opt = torch.optim.AdamW(model.parameters(), lr=2e-3, weight_decay=0.05)
     return {"model": model, "data": ds, "loss_fn": hf_ce, "optimizer": opt,
             "scheduler": linear_warmup_cosine(opt, 20, 150),
             "_loop": {"stream": dict_batches(ds, 32), "forward": dict_forward}}
@@ -512,12 +512,12 @@ def _():
             "_loop": {"batch": 32, "loss": huber_rows, "metric": r2, "metric_name": "r2"}}
 
 
-@healthy(H, "tab_embed_dropout_0.5_batches_of_4", "Dropout 0.5 in the MLP, batches of 4, Adam 5e-4", 400)
+@healthy(H, "tab_embed_dropout_0.5_batches_of_4", "Dropout 0.5 in the MLP, batches of 4, Adam 1e-3", 400)
 def _():
     seed(28)
     model = TabEmbed(dropout=0.5)
     return {"model": model, "data": categorical_table(), "loss_fn": nn.CrossEntropyLoss(),
-            "optimizer": torch.optim.Adam(model.parameters(), lr=5e-4), "_loop": {"batch": 4}}
+            "optimizer": torch.optim.Adam(model.parameters(), lr=1e-3), "_loop": {"batch": 4}}
 
 
 @healthy(H, "tab_embed_gradient_accumulation_4x16", "gradient accumulation: 4 micro-batches of 16, each loss divided "
