@@ -345,7 +345,8 @@ class Siamese(nn.Module):
         super().__init__()
         layers = [nn.Linear(d, 64)] + ([nn.BatchNorm1d(64)] if batchnorm else []) + [nn.ReLU(), nn.Linear(64, dim)]
         self.embed = nn.Sequential(*layers)
-        self.head = nn.Sequential(nn.Linear(2 * dim, 1), *( [head_out] if head_out is not None else []))
+        if mode == "logit":  # a distance model owns no head (it would be parameters without a gradient)
+            self.head = nn.Sequential(nn.Linear(2 * dim, 1), *([head_out] if head_out is not None else []))
         self.mode = mode
 
     def forward(self, pairs):
