@@ -19,6 +19,7 @@ from torch import nn
 from torch.utils.data import DataLoader, Dataset, TensorDataset
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+_path = list(sys.path)
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "doctor_v2"))
 from common_v2 import (  # noqa: E402
     accuracy,
@@ -28,16 +29,20 @@ from common_v2 import (  # noqa: E402
     fault,
     healthy,
     keyword_text,
+    loader,
     logits_of,
     loop,
     r2,
     standardise,
+    stream_of,
     tabular,
 )
 
+sys.path[:] = _path  # the earlier sets' folders off the path again: their cases_*.py share these files' names
+
 __all__ = ["np", "torch", "nn", "F", "DataLoader", "TensorDataset", "Dataset", "math", "accuracy", "batches",
-           "bug", "dict_batches", "fault", "healthy", "keyword_text", "logits_of", "loop", "r2", "standardise",
-           "tabular"]
+           "bug", "dict_batches", "fault", "healthy", "keyword_text", "loader", "logits_of", "loop", "r2",
+           "standardise", "stream_of", "tabular"]
 
 
 def seed(s=0):
@@ -201,16 +206,6 @@ def image_items(X=None, y=None):
 def tag_items(n=600, seed_=0):
     ids, labels = tagging(n=n, seed_=seed_)
     return Items(input_ids=ids, attention_mask=(ids != 0).long(), labels=labels)
-
-
-def loader(X, y, batch_size=32, shuffle=True, seed_=0, drop_last=False):
-    return DataLoader(TensorDataset(X, y), batch_size=batch_size, shuffle=shuffle, drop_last=drop_last,
-                      generator=torch.Generator().manual_seed(seed_))
-
-
-def stream_of(data_loader):
-    while True:
-        yield from data_loader
 
 
 # ---------------------------------------------------------------- models
