@@ -55,11 +55,17 @@ class Bins:
         return band(self.bins, self.lo, self.width, np.dtype(dtype).str)
 
 
+def _full(t: torch.Tensor) -> torch.Tensor:
+    """float32 for a half-precision tensor: under autocast a layer's input is bfloat16/float16 and its output
+    gradient float32, and sums of per-sample products need more than half precision anyway."""
+    return t.float() if t.dtype in (torch.float16, torch.bfloat16) else t
+
+
 class Outer:
     """Per-sample gradients ``g_i = u_i v_iᵀ`` of a Linear weight, never formed."""
 
     def __init__(self, u: torch.Tensor, v: torch.Tensor):
-        self.u, self.v = u, v  # (B, out), (B, in)
+        self.u, self.v = _full(u), _full(v)  # (B, out), (B, in)
 
     @property
     def batch_size(self) -> int:
@@ -116,7 +122,7 @@ class Dense:
     """Per-sample gradients held as a (B, *shape) tensor."""
 
     def __init__(self, grads: torch.Tensor):
-        self.grads = grads
+        self.grads = _full(grads)
 
     @property
     def batch_size(self) -> int:
