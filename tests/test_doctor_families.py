@@ -259,6 +259,7 @@ def test_per_sample_gradients_under_autocast_mix_bfloat16_inputs_with_float_grad
     u, v = torch.randn(4, 3), torch.randn(4, 5).bfloat16()
     outer = Outer(u, v)
     assert outer.dot_mean().dtype == torch.float32
+    assert Outer(u.bfloat16(), v).dot(torch.randn(3, 5)).dtype == torch.float32
     assert Dense(torch.randn(4, 3, 5).bfloat16()).dot(torch.randn(3, 5)).dtype == torch.float32
 
 
