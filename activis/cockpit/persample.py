@@ -55,11 +55,17 @@ class Bins:
         return band(self.bins, self.lo, self.width, np.dtype(dtype).str)
 
 
+def _common(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Both in float32 when their dtypes differ: under autocast a layer's input is bfloat16/float16 and its
+    output gradient float32 (one dtype, half precision included, is kept as it is)."""
+    return (a, b) if a.dtype == b.dtype else (a.float(), b.float())
+
+
 class Outer:
     """Per-sample gradients ``g_i = u_i v_iᵀ`` of a Linear weight, never formed."""
 
     def __init__(self, u: torch.Tensor, v: torch.Tensor):
-        self.u, self.v = u, v  # (B, out), (B, in)
+        self.u, self.v = _common(u, v)  # (B, out), (B, in)
 
     @property
     def batch_size(self) -> int:
@@ -70,7 +76,8 @@ class Outer:
 
     def dot(self, direction: torch.Tensor) -> torch.Tensor:
         """``g_i · direction`` for every sample."""
-        return ((self.u @ direction) * self.v).sum(1)
+        u, direction = _common(self.u, direction)
+        return ((u @ direction) * self.v).sum(1)
 
     def dot_mean(self, of: Outer | None = None) -> torch.Tensor:
         """``g_i · mean_j g'_j``, the mean over the samples of ``of`` (default: this batch), through
@@ -129,7 +136,8 @@ class Dense:
         return torch.linalg.vector_norm(self._flat(), dim=1).square()  # no (B, D) temporary of squares
 
     def dot(self, direction: torch.Tensor) -> torch.Tensor:
-        return self._flat() @ direction.reshape(-1)
+        flat, direction = _common(self._flat(), direction.reshape(-1))
+        return flat @ direction
 
     def dot_mean(self, of: Dense | None = None) -> torch.Tensor:
         return self.dot((self if of is None else of).grads.mean(0))

@@ -117,8 +117,11 @@ class UpdateSize(TwoStepQuantity):
 
 def _noise(ctx):
     """(B, sum_i ||g_i||**2, g_i . g for every i, ||g||**2), all float64."""
+    g2 = ctx.grad_sq_norm
+    if not g2:  # the tests divide by ||g||: a zero mean gradient (every unit dead) has no noise ratio
+        raise Unavailable("the mean gradient is zero at this step")
     sq = sum(ctx.sq_norms())
-    return ctx.batch_size, sq, sum(ctx.dots_mean()), ctx.grad_sq_norm
+    return ctx.batch_size, sq, sum(ctx.dots_mean()), g2
 
 
 class NormTest(Quantity):

@@ -75,23 +75,32 @@ def module_fact(module: nn.Module, path: str, args) -> tuple[str, str, dict]:
     return f"{name} ({type(module).__name__}) received {_shapes(args)}", "Check the shapes and dtypes it receives.", {}
 
 
-def loss_fact(out: torch.Tensor, y: torch.Tensor, loss_fn) -> tuple[str, str, dict]:
-    """What about prediction and target the loss could not take."""
+def loss_fact(out: torch.Tensor, y: torch.Tensor, loss_fn) -> tuple[str, str, dict, str]:
+    """What about prediction and target the loss could not take: (fact, change, evidence, cause)."""
     kind = type(loss_fn).__name__
-    if not y.dtype.is_floating_point and out.dim() >= 2 and y.numel():
+    if (not y.dtype.is_floating_point and out.dim() == 3 and tuple(y.shape) == tuple(out.shape[:2])
+            and tuple(y.shape) != (out.shape[0], out.shape[2])):
+        return (f"the output {list(out.shape)} holds a sequence's class scores on its last axis, but the loss "
+                f"reads axis 1 as the classes (it wants the target {[out.shape[0], out.shape[2]]})",
+                "Give the loss output.transpose(1, 2) (or output.reshape(-1, C) with target.reshape(-1)).",
+                {"positions": out.shape[1], "classes": out.shape[2]}, "loss_function")
+    ignored = getattr(loss_fn, "ignore_index", -100)  # padding's label, which the loss skips
+    labels = y[y != ignored] if not y.dtype.is_floating_point else y
+    if not y.dtype.is_floating_point and out.dim() >= 2 and labels.numel():
         classes = out.shape[1]
-        top, low = int(y.max()), int(y.min())
+        top, low = int(labels.max()), int(labels.min())
         if top >= classes or low < 0:
             return (f"labels reach {top if top >= classes else low} but the output has {classes} classes "
                     f"(labels 0..{classes - 1} allowed)",
                     "Give the final layer one output per class (largest label + 1), or re-map the labels to "
-                    "0..C-1.", {"largest_label": top, "smallest_label": low, "classes": classes})
+                    "0..C-1.", {"largest_label": top, "smallest_label": low, "classes": classes}, "labels_for_loss")
     if y.dtype.is_floating_point and out.dim() == y.dim() + 1 and "CrossEntropy" in kind + str(loss_fn):
         return ("the target is float but has one value per row: cross-entropy wants integer class indices",
-                "Pass labels as a LongTensor (y.long()), or class probabilities of the output's shape.", {})
+                "Pass labels as a LongTensor (y.long()), or class probabilities of the output's shape.", {},
+                "labels_for_loss")
     return (f"the loss got prediction {list(out.shape)} {str(out.dtype).replace('torch.', '')} and target "
             f"{list(y.shape)} {str(y.dtype).replace('torch.', '')}",
-            "Make the output and target the shapes and dtypes the loss expects.", {})
+            "Make the output and target the shapes and dtypes the loss expects.", {}, "labels_for_loss")
 
 
 class _Stack:
@@ -143,9 +152,9 @@ def preflight(model: nn.Module, x, y: torch.Tensor, loss_fn, pick_output) -> Non
     try:
         loss = loss_fn(out, y)
     except Exception as e:  # noqa: BLE001 - why the loss cannot run is the finding
-        fact, change, evidence = loss_fact(out, y, loss_fn)
+        fact, change, evidence, cause = loss_fact(out, y, loss_fn)
         raise _fail("The loss cannot be computed", f"{fact} ({type(e).__name__}: {str(e).splitlines()[0][:200]}).",
-                    change, place="loss", cause="labels_for_loss", evidence=evidence) from e
+                    change, place="loss", cause=cause, evidence=evidence) from e
     if not isinstance(loss, torch.Tensor):
         raise _fail("The loss is not a tensor", f"loss_fn returned {type(loss).__name__}.",
                     "Return the loss as a torch tensor (no .item(), no float()).", place="loss", cause="loss_function")

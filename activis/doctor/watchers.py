@@ -168,11 +168,17 @@ class AccuracyFlat(Watcher):
         self.values.append((step, float(values[name])))
         if len(self.values) < self.patience:
             return []
-        early = statistics.fmean(v for _, v in self.values[:5])
-        recent = statistics.fmean(v for _, v in self.values[-10:])
-        if recent - early < 0.01:
+        readings = [v for _, v in self.values]
+        first, last = max(5, len(readings) // 4), max(10, len(readings) // 4)
+        early, recent = statistics.fmean(readings[:first]), statistics.fmean(readings[-last:])
+        # A reading's own noise (from successive differences, blind to a slow trend): with batches of 4-8 one
+        # batch's accuracy moves by 0.1 or more. Flat means even the optimistic end of the improvement's ~95 %
+        # interval (two standard errors above it) stays under 0.01.
+        noise = statistics.pstdev(b - a for a, b in zip(readings, readings[1:])) / math.sqrt(2)
+        error = noise * math.sqrt(1 / first + 1 / last)
+        if recent - early + 2 * error < 0.01:
             return [self.finding("warning", f"{name} has not improved over {len(self.values)} readings "
-                                 f"(mean of the last 10: {recent:.3g}, of the first 5: {early:.3g}).",
+                                 f"(mean of the last {last}: {recent:.3g}, of the first {first}: {early:.3g}).",
                                  "Run activis.checkup: check label coupling, gradient flow and the learning rate.",
                                  self.values[0][0], evidence={"recent": recent, "first": early}, place="model")]
         return []

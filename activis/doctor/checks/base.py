@@ -58,8 +58,9 @@ def reachable_from_input(graph) -> set[str]:
 
 
 def zero_initialised(model) -> set[str]:
-    """The modules whose weight is all zeros on purpose (a zero-initialised head, a residual branch's last
-    BatchNorm scale): what they hide from the input and the gradient is their design, not a bug."""
+    """The modules with a weight or scale all zeros on purpose (a zero-initialised head, a residual branch's last
+    BatchNorm scale, ReZero's residual gates, LoRA's B): what they hide from the input and the gradient is their
+    design, not a bug."""
     return {path for path, m in model.named_modules()
-            if getattr(m, "weight", None) is not None and hasattr(m.weight, "abs") and m.weight.numel()
-            and not bool(m.weight.detach().abs().sum())}
+            if any(name != "bias" and p.numel() and not bool(p.detach().abs().sum())
+                   for name, p in m.named_parameters(recurse=False))}

@@ -4,6 +4,7 @@ whether the same input gives the same output (randomness left on)."""
 from __future__ import annotations
 
 import torch
+from torch import nn
 
 from .. import inputs
 from ..context import same_rows
@@ -72,14 +73,18 @@ class GradientCoverage(Check):
             raise Skip("the loss is not finite (see non_finite)")
         by_module: dict[str, list[tuple[str, str]]] = {}
         zeroed = bool(zero_initialised(ctx.model))  # a zero-initialised layer downstream zeroes these on purpose
+        # A bias with an all-zero gradient in a module whose weight gets one: the loss does not change when that
+        # output shifts (the last bias of a siamese tower, cancelled in the difference of two passes).
+        reached = {_module(name) for name, g in grads.items() if g is not None and bool((g != 0).any())}
         for name, g in grads.items():
-            state = "none" if g is None else "zero" if bool((g == 0).all()) and not zeroed else None
+            shift = name.endswith("bias") and _module(name) in reached
+            state = "none" if g is None else "zero" if bool((g == 0).all()) and not zeroed and not shift else None
             if state:
-                by_module.setdefault(name.rsplit(".", 1)[0] if "." in name else "", []).append((name, state))
+                by_module.setdefault(_module(name), []).append((name, state))
+        findings = _frozen_between_trained(self, ctx)
         if not by_module:
-            return []
+            return findings
         after = consumers(ctx.graph)
-        findings = []
         for params in by_module.values():
             names = [n for n, _ in params]
             none = all(s == "none" for _, s in params)
@@ -101,6 +106,65 @@ class GradientCoverage(Check):
                           "all_zero": sum(s == "zero" for _, s in params)},
                 place="parameter", where=names[0], node=cut or node))
         return findings
+
+
+_WEIGHT_LAYERS = (nn.Linear, nn.modules.conv._ConvNd, nn.RNNBase)
+
+
+def _frozen_between_trained(check: Check, ctx) -> list:
+    """A weight layer left with requires_grad=False below a layer that trains: a freeze meant to be undone
+    (the unfreeze cell never ran). A deliberate freeze is the input side (a backbone, the embeddings), most of
+    the weight layers (a fine-tune), a layer beside a trainable branch on the same input (LoRA, adapters), or
+    kept out of the optimizer; a layer frozen mid-stack while the layers before it train and the optimizer
+    was handed it is none of those."""
+    modules = dict(ctx.model.named_modules())
+    layers = {path: list(m.parameters(recurse=False)) for path, m in modules.items()
+              if isinstance(m, _WEIGHT_LAYERS) and list(m.parameters(recurse=False))}
+    frozen = {path for path, ps in layers.items() if not any(p.requires_grad for p in ps)}
+    if not frozen or 2 * len(frozen) >= len(layers):
+        return []
+    held = {id(p) for g in ctx.optimizer.param_groups for p in g["params"]} if ctx.optimizer is not None else None
+    graph, after = ctx.graph, consumers(ctx.graph)
+    nodes = {n.name: n for n in graph.nodes}
+
+    def weight_layer(name):
+        n = nodes.get(name)
+        return n.target if n is not None and n.op == "call_module" and n.target in layers else None
+
+    def reached(starts, skip) -> set[str]:
+        seen, frontier = set(), list(starts)
+        while frontier:
+            name = frontier.pop()
+            for nxt in after.get(name, []):
+                if nxt not in seen and nxt != skip:
+                    seen.add(nxt)
+                    frontier.append(nxt)
+        return seen
+
+    trained_above: set[str] = set()  # nodes with a trainable weight layer upstream (or being one)
+    findings = []
+    for n in graph.nodes:
+        upstream = any(i in trained_above for i in n.inputs)
+        path = weight_layer(n.name)
+        if upstream and path in frozen and (held is None or any(id(p) in held for p in layers[path])):
+            below = reached([n.name], None)
+            beside = {weight_layer(m) for m in reached(n.inputs, n.name) - below} - {None}
+            if not beside - frozen:  # no trainable layer on a parallel branch of the same input
+                findings.append(check.finding(
+                    "warning", f"{path} is frozen (requires_grad=False) while the layers before it train"
+                    + (" and the optimizer was given its parameters" if held is not None else "")
+                    + ": a freeze left on by mistake?",
+                    f"Re-enable its gradient ({path}.requires_grad_(True)), or keep frozen layers out of the "
+                    "optimizer to say it is on purpose.",
+                    evidence={"frozen_parameters": sum(p.numel() for p in layers[path])},
+                    place="parameter", where=f"{path}.{next(iter(modules[path]._parameters))}", node=n.name))
+        if upstream or (path is not None and path not in frozen):
+            trained_above.add(n.name)
+    return findings
+
+
+def _module(parameter: str) -> str:
+    return parameter.rsplit(".", 1)[0] if "." in parameter else ""
 
 
 def _cut_after(graph, after, start: str) -> str | None:

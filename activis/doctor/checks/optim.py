@@ -162,7 +162,10 @@ class OptimizerSettings(Check):
                     at_peak.append(ratios[-1] * adaptive_peak / lr)
         with torch.no_grad():
             model.eval()
-        blown = not all(math.isfinite(v) for v in losses) or (len(losses) > 2 and losses[-1] > 10 * losses[0] + 1)
+        # risen tenfold (plus one, for a loss near 0): measured as a rise, so a loss below 0 (a Gaussian
+        # likelihood, a wrong sign) that falls is not read as blown up
+        blown = not all(math.isfinite(v) for v in losses) or (
+            len(losses) > 2 and losses[-1] > losses[0] + 9 * abs(losses[0]) + 1)
         median = sorted(ratios)[len(ratios) // 2] if ratios else 0.0
         crawl = sorted(at_peak)[len(at_peak) // 2] if at_peak else None
         if not blown and crawl is not None and 0 < crawl < _CRAWL:  # 0: nothing moved (see optimizer)

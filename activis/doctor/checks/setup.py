@@ -64,7 +64,9 @@ class LossShapes(Check):
                     f"{list(y.shape)}: {type(e).__name__}: {str(e).splitlines()[0][:200]}",
                     "Make the model's output and the target the shapes and dtypes the loss expects.",
                     evidence={"output_dims": out.dim(), "target_dims": y.dim()}, place="loss", node=node)]
-        if not y.dtype.is_floating_point or tuple(out.shape) == tuple(y.shape):
+        if not y.dtype.is_floating_point:
+            return self._class_axis(ctx, out, y)
+        if tuple(out.shape) == tuple(y.shape):
             return []
         try:
             joint = torch.broadcast_shapes(out.shape, y.shape)
@@ -86,6 +88,30 @@ class LossShapes(Check):
             place="loss", node=node)]
 
 
+    def _class_axis(self, ctx, out, y) -> list:
+        """A sequence model's (N, L, C) scores, classes last (a Linear made them), given as they are to a loss that
+        reads axis 1 as the classes: with L == C it runs, scoring every position against the wrong axis."""
+        node = ctx.graph.output_node
+        if out.dim() != 3 or out.shape[1] != out.shape[2] or tuple(y.shape) != tuple(out.shape[:2]):
+            return []
+        if node is None or node.op != "call_module" or not isinstance(
+                ctx.model.get_submodule(node.target), nn.Linear):
+            return []
+        classes = out.shape[2]
+        onehot = F.one_hot(y.clamp(0, classes - 1), classes).to(out.dtype) * 12 - 6
+        with torch.no_grad():
+            as_given, transposed = float(ctx.loss(onehot, y)), float(ctx.loss(onehot.transpose(1, 2), y))
+        if not as_given > transposed:  # the loss reads the last axis as the classes, as the Linear made them
+            return []
+        return [self.finding(
+            "error", f"The model's {node.target!r} puts the {classes} class scores on the last axis of "
+            f"{list(out.shape)}, but the loss reads axis 1 as the classes: perfect scores cost {as_given:.3g}, "
+            f"the same scores transposed {transposed:.3g}.",
+            "Give the loss output.transpose(1, 2) (or output.reshape(-1, C) with target.reshape(-1)).",
+            evidence={"loss_at_perfect": as_given, "loss_at_perfect_transposed": transposed},
+            place="loss", node=node.name)]
+
+
 class LossSign(Check):
     """The loss is smallest at perfect predictions, larger at wrong ones, and finite at extreme ones."""
 
@@ -104,8 +130,13 @@ class LossSign(Check):
             at_init = float(ctx.loss(out, y))
             at_perfect = [float(ctx.loss(p, y)) for p in perfect]
             at_wrong = float(ctx.loss(wrong, y))
-            extreme = [float(ctx.loss(p * 10, y)) for p in perfect] + [float(ctx.loss(wrong * 10, y))]
-        values = [at_init, *at_perfect, at_wrong, *extreme]
+            # Ten times a logit is still a legal logit; ten times a regression target is not a legal value
+            # (a log-link loss, Poisson's, rightly overflows there), so extremes are judged for classes only.
+            regression = y.dtype.is_floating_point and not bool(((y == 0) | (y == 1)).all())
+            extreme = [] if regression else [float(ctx.loss(p * 10, y)) for p in perfect] + [
+                float(ctx.loss(wrong * 10, y))]
+        # A regression target's candidates are guesses at the link (identity, log): the best one must be finite
+        values = [at_init, min(at_perfect)] if regression else [at_init, *at_perfect, at_wrong, *extreme]
         if not all(torch.isfinite(torch.tensor(v)) for v in values):
             bad = next(v for v in values if not torch.isfinite(torch.tensor(v)))
             return [self.finding(
@@ -115,7 +146,7 @@ class LossSign(Check):
                 evidence={"loss_at_init": at_init, "loss_at_perfect": min(at_perfect)}, place="loss",
                 node=ctx.output_node())]
         best = min(at_perfect)
-        scale = max(abs(at_init), abs(at_wrong), 1e-8)
+        scale = max(abs(at_init), abs(best), 1e-8)  # a tolerance on the values compared, not on a far-off wrong
         if best < at_init - 1e-3 * scale and best < at_wrong - 1e-3 * scale:
             return []
         return [self.finding(
@@ -124,25 +155,44 @@ class LossSign(Check):
             "Check the loss's sign (a loss to minimise: -log-likelihood, not +log-likelihood) and that it "
             "compares prediction with target.",
             evidence={"loss_at_init": at_init, "loss_at_perfect": best, "loss_at_wrong": at_wrong,
-                      "loss_at_wrong_x10": extreme[-1]}, place="loss", node=ctx.output_node())]
+                      **({"loss_at_wrong_x10": extreme[-1]} if extreme else {})}, place="loss",
+            node=ctx.output_node())]
 
 
 def _ideal_predictions(out: torch.Tensor, y: torch.Tensor):
     """Candidate perfect predictions (logits or values) for the target, and one clearly wrong prediction."""
     if not y.dtype.is_floating_point and out.dim() >= 2 and out.shape[0] == y.shape[0] and y.dim() == out.dim() - 1:
-        classes = out.shape[1]
-        onehot = F.one_hot(y.clamp(0, classes - 1), classes).movedim(-1, 1).to(out.dtype)
-        wrong = F.one_hot((y + 1) % classes, classes).movedim(-1, 1).to(out.dtype)
-        return [12 * onehot - 6, onehot], 12 * wrong - 6
+        # Classes on axis 1 (torch's losses) or, for a sequence's (N, L, C) scores, last (a loss that transposes
+        # or flattens them itself); padding's ignore_index (-100) is clamped, as the loss ignores it anyway.
+        layouts = [ax for ax in {1, out.dim() - 1}
+                   if tuple(out.shape[:ax]) + tuple(out.shape[ax + 1:]) == tuple(y.shape)]
+        if not layouts:
+            raise Skip(f"the target {list(y.shape)} is not the output {list(out.shape)} less a class axis")
+        perfect, wrong = [], None
+        for ax in sorted(layouts):
+            classes = out.shape[ax]
+            onehot = F.one_hot(y.clamp(0, classes - 1), classes).movedim(-1, ax).to(out.dtype)
+            perfect += [12 * onehot - 6, onehot]
+            if wrong is None:
+                wrong = 12 * F.one_hot((y.clamp(0, classes - 1) + 1) % classes, classes).movedim(-1, ax) - 6
+        return perfect, wrong.to(out.dtype)
     if y.dtype.is_floating_point and y.numel() == out.numel():
         if tuple(out.shape) != tuple(y.shape):
             raise Skip("the prediction and target shapes differ (see loss_shapes)")
         target = y.to(out.dtype)
         candidates = [target]
         if bool(((target == 0) | (target == 1)).all()):
-            candidates.append(12 * target - 6)
+            # probabilities, logits, or a distance for a pair's "same" flag (contrastive: 0 apart when same)
+            candidates += [12 * target - 6, 1 - target]
             return candidates, 6 - 12 * target
+        if bool((target >= 0).all()):  # a log link (Poisson, Gamma): the loss takes the log of the rate
+            candidates.append(torch.log(target.clamp(min=1e-3)))
         return candidates, target + 3 * target.std() + 1
+    if y.dtype.is_floating_point and out.dim() == 2 and len(y) == len(out) and y[0].numel() == 1:
+        # One target per row, several outputs (quantiles, an ensemble's members): every output equal to the
+        # target is perfect for any loss that compares each output with it.
+        target = y.reshape(-1, 1).expand_as(out).to(out.dtype)
+        return [target], target + 3 * target.std() + 1
     raise Skip(f"cannot build perfect predictions for output {list(out.shape)} and target {list(y.shape)}")
 
 
