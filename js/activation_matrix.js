@@ -329,7 +329,7 @@ function setup(kit) {
   /** The brush changed in the page: draw its row (or drop it) now, from the layer the page holds; the
    * kernel's row replaces it when it arrives. Without the layer here the row waits for the kernel. */
   function drawPageBrush(/** @type {ArrayLike<number> | null} */ brush) {
-    const next = pageRowsHere.withBrush({ raw, rows, N }, brush);
+    const next = pageRowsHere.withBrush({ raw, rows, N }, brush, shownStep);
     if (!next) return;
     const inPlace = next.rows.length === R && rowEls.length === R;
     ({ raw, rows } = next);

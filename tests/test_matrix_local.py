@@ -17,6 +17,15 @@ from activis.widgets.matrix_local import page_layer
 from activis.widgets.selection import PROJECTION, Selection
 
 
+@pytest.fixture(scope="module")
+def run_store(tmp_path_factory):
+    from timeline_run import make_run
+
+    from activis import open_run
+
+    return open_run(make_run(tmp_path_factory.mktemp("run") / "run", steps=11, every=5)).store
+
+
 @pytest.fixture
 def store(tmp_path):
     rng = np.random.default_rng(0)
@@ -89,11 +98,21 @@ console.log(JSON.stringify(out));
 """
 
 
-def test_the_page_computes_the_brushed_row_the_kernel_computes(tmp_path):
+def _run_node(script: str, given=None):
+    """`script` (an ES module importing the repository's js/) bundled and run in Node: its JSON output."""
     root = pathlib.Path(__file__).resolve().parent.parent
     esbuild = root / "node_modules" / ".bin" / "esbuild"
     if shutil.which("node") is None or not esbuild.exists():
         pytest.skip("node and node_modules (npm install) are needed")
+    bundled = subprocess.run([str(esbuild), "--bundle", "--format=esm", "--platform=node", "--log-level=warning"],
+                             input=script, cwd=root, capture_output=True, text=True, timeout=120, check=True).stdout
+    run = subprocess.run(["node", "--input-type=module", "-e", bundled], capture_output=True, text=True, timeout=120,
+                         input=json.dumps(given))
+    assert run.returncode == 0, run.stderr
+    return json.loads(run.stdout)
+
+
+def test_the_page_computes_the_brushed_row_the_kernel_computes(tmp_path):
     rng = np.random.default_rng(3)
     n = 3000
     layers = {"h16": rng.normal(size=(n, 17)) * 4, "h32": np.maximum(rng.normal(size=(n, 9)), 0)}
@@ -107,12 +126,7 @@ def test_the_page_computes_the_brushed_row_the_kernel_computes(tmp_path):
         values, dtype = page_layer(store, name)
         sent[name] = {"dtype": dtype, "shape": list(values.shape), "bits": base64.b64encode(values.tobytes()).decode()}
     assert [s["dtype"] for s in sent.values()] == ["float16", "float32"]
-    bundled = subprocess.run([str(esbuild), "--bundle", "--format=esm", "--platform=node", "--log-level=warning"],
-                             input=PAGE_ROW, cwd=root, capture_output=True, text=True, timeout=120, check=True).stdout
-    run = subprocess.run(["node", "--input-type=module", "-e", bundled], capture_output=True, text=True, timeout=120,
-                         input=json.dumps({"layers": sent, "brush": brush.tolist(), "threshold": 0.5}))
-    assert run.returncode == 0, run.stderr
-    page = json.loads(run.stdout)
+    page = _run_node(PAGE_ROW, {"layers": sent, "brush": brush.tolist(), "threshold": 0.5})
     for name in layers:
         matrix = ActivationMatrix(store, name, threshold=0.5)
         matrix.add_rows_from_indices("selection", f"selection ({len(brush)})", brush)
@@ -122,3 +136,34 @@ def test_the_page_computes_the_brushed_row_the_kernel_computes(tmp_path):
             np.testing.assert_allclose(got["values"], matrix.values[-1], rtol=1e-6, atol=1e-6)
             assert got["row"] == matrix.rows[-1]  # the same label, size and description
             assert got["dataset"] == {"pageRows": "on"}
+
+
+def test_the_layer_sent_carries_its_checkpoint(run_store):
+    matrix = ActivationMatrix(run_store, run_store.layers[0])
+    matrix.shared_selection = Selection()
+    assert matrix.page_step == run_store.checkpoints[-1]
+    seen = []
+    matrix.observe(lambda c: seen.append(c["new"]), "page_step")
+    matrix.set_store(run_store.at(run_store.checkpoints[0]))
+    # dropped with the old checkpoint's layer, then the new one's step with its layer
+    assert seen == [-1, run_store.checkpoints[0]] and matrix.page_activations is not None
+    np.testing.assert_array_equal(matrix.page_activations.view(np.float16),
+                                  run_store.at(run_store.checkpoints[0]).activations(run_store.layers[0]))
+
+
+# a brush between the page's checkpoint move and the kernel's new layer: the old checkpoint's layer is not used
+STALE_ROW = """
+import { pageRows } from "./js/matrix/local_rows.js";
+const traits = { page_dtype: "float32", page_step: 5, threshold: 0, statistic: "mean", compared_to: "" };
+const kit = { model: { get: (k) => traits[k] }, el: { dataset: {} }, on: () => {},
+  array: () => ({ data: Float32Array.from([1, 2, 3, 4, 5, 6]), shape: [3, 2] }) };
+const rows = pageRows(kit);
+const drawn = { raw: new Float32Array(0), rows: [], N: 2 };
+const values = (step) => { const got = rows.withBrush(drawn, [0, 2], step); return got && Array.from(got.raw); };
+console.log(JSON.stringify({ same: values(5), other: values(9), outside: values(-1) }));
+"""
+
+
+def test_a_brush_after_the_page_moved_the_checkpoint_waits_for_the_kernel(tmp_path):
+    out = _run_node(STALE_ROW)
+    assert out == {"same": [3, 4], "other": None, "outside": [3, 4]}

@@ -108,6 +108,7 @@ class ActivationMatrix(View):
     # dtype ("" until sent) and values (None above the byte budget)
     page_activations = traitlets.Any(None).tag(sync=True, **array_serialization)
     page_dtype = traitlets.Unicode("").tag(sync=True)
+    page_step = traitlets.Int(-1).tag(sync=True)  # the checkpoint of page_activations (`matrix_local`)
 
     def __init__(self, store, layer: str | None = None, *, subsets: Subsets | None = None, rows=None,
                  background: bool = False, **kwargs):

@@ -5,7 +5,9 @@ cannot be drawn within 100 ms. The matrix therefore holds the shown layer (at th
 the page, in its stored dtype (float16 crosses as its bits and is widened by a table there; float32 as
 is), and computes the brushed row itself (``js/matrix/local_rows.js``, the saved page's code); the
 kernel's row follows and replaces it. Only layers up to `PAGE_LAYER_BYTES` travel: above that the row
-waits for the kernel, and the view says so (``data-page-rows="off"``).
+waits for the kernel, and the view says so (``data-page-rows="off"``). The layer carries its checkpoint
+(``page_step``): the page moves the checkpoint before the kernel drops the old one's layer, and in between
+a brush's row waits for the kernel rather than be computed from another checkpoint's activations.
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ class PageLayer:
             return
         if self._sent is not None:
             with matrix.hold_sync():
-                matrix.page_activations, matrix.page_dtype = None, ""
+                matrix.page_activations, matrix.page_dtype, matrix.page_step = None, "", -1
             self._sent = None
         if wanted is not None:
             after_first_frame(lambda: self._send(wanted))
@@ -58,3 +60,4 @@ class PageLayer:
         self._sent = wanted
         with matrix.hold_sync():
             matrix.page_activations, matrix.page_dtype = values, dtype  # a dtype without values: too large
+            matrix.page_step = matrix.store.step
