@@ -32,6 +32,17 @@ ARTIFACTS = pathlib.Path(os.environ.get("ACTIVIS_TEST_ARTIFACTS",
 TIMINGS = {}
 
 
+@pytest.fixture(autouse=True)
+def _checkup_training_unbounded_by_the_clock(request, monkeypatch):
+    """The checkup stops a training run on a copy after `train_seconds` of wall time and skips the check it
+    served (10 s by default, for a user's notebook). With both cores busy that bound decides a test's result,
+    so in the doctor's tests it is raised out of reach; tests that pass `train_seconds` keep their own."""
+    if not request.node.module.__name__.split(".")[-1].startswith("test_doctor"):
+        return
+    from activis.doctor.checkup import checkup
+    monkeypatch.setitem(checkup.__kwdefaults__, "train_seconds", 3600.0)
+
+
 def _free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
