@@ -1,0 +1,125 @@
+"""Losses that are right but unlike cross-entropy stay silent, and their broken twins are still found: a loss
+that lays the output out as the target itself, cumulative (ordinal) logits, a metric loss on embeddings, a
+mixture density's parameters, an autoencoder's targets that are its inputs."""
+
+import warnings
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from doctor_cases import MLP, digits
+from torch import nn
+
+from activis.doctor import checkup
+
+warnings.filterwarnings("ignore", category=UserWarning)
+
+
+def _errors(report, check):
+    return [(f.where or f.place) for f in report.findings if f.check == check and f.severity != "note"]
+
+
+def _run(model, data, loss, checks):
+    torch.manual_seed(0)
+    return checkup(model, data, loss, torch.optim.Adam(model.parameters(), lr=1e-3), checks=checks)
+
+
+def _regression():
+    X, y = digits()
+    return X, (X[:, 20:30].sum(1) - X[:, 20:30].sum(1).mean()).astype("float32")
+
+
+def test_a_loss_that_reshapes_the_output_itself_is_not_a_broadcast():
+    reshaped = lambda out, y: F.huber_loss(out.reshape(y.shape), y)  # noqa: E731
+    broadcast = lambda out, y: F.huber_loss(out, y)  # noqa: E731 - (N, 1) against (N,): every pair compared
+    assert _errors(_run(MLP(64, 1), _regression(), reshaped, ["loss_shapes"]), "loss_shapes") == []
+    assert _errors(_run(MLP(64, 1), _regression(), broadcast, ["loss_shapes"]), "loss_shapes") == ["loss"]
+
+
+def _coral(sign):
+    def loss(logits, grade):  # K-1 cumulative logits: logit k says grade > k; grades reach K-1
+        targets = (grade[:, None] > torch.arange(logits.shape[1])[None, :]).float()
+        return sign * F.binary_cross_entropy_with_logits(logits, targets, reduction="none").sum(1).mean()
+    return loss
+
+
+def test_cumulative_logits_are_not_read_as_one_hot_classes_and_a_wrong_sign_still_is():
+    X, y = digits()
+    grades = torch.tensor(y.clip(0, 4))  # 5 grades, 4 cumulative logits
+    assert _errors(_run(MLP(64, 4), (X, grades), _coral(1), ["loss_sign"]), "loss_sign") == []
+    flipped = lambda out, y: -F.cross_entropy(out, y)  # noqa: E731
+    assert _errors(_run(MLP(64, 10), digits(), flipped, ["loss_sign"]), "loss_sign") == ["loss"]
+
+
+class Embedder(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.body = nn.Sequential(nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 16))
+
+    def forward(self, x):
+        return F.normalize(self.body(x), dim=1)
+
+
+def _triplet(sign=1):
+    def loss(emb, y, margin=0.2):  # batch-hard triplet: farthest same-class against nearest other-class row
+        dist = torch.cdist(emb, emb)
+        same = y[:, None] == y[None, :]
+        hardest_pos = (dist * same.float()).max(1).values
+        hardest_neg = dist.masked_fill(same, float("inf")).min(1).values
+        return sign * F.relu(hardest_pos - hardest_neg + margin).mean()
+    return loss
+
+
+def test_a_metric_loss_is_judged_as_one_and_its_wrong_sign_is_found():
+    assert _errors(_run(Embedder(), digits(), _triplet(), ["loss_sign"]), "loss_sign") == []
+    assert _errors(_run(Embedder(), digits(), _triplet(-1), ["loss_sign"]), "loss_sign") == ["loss"]
+
+
+def test_a_metric_loss_learning_real_labels_is_coupled_and_shuffled_labels_are_not():
+    X, y = digits()
+    assert _errors(_run(Embedder(), (X, y), _triplet(), ["label_coupling"]), "label_coupling") == []
+    shuffled = y[torch.randperm(len(y), generator=torch.Generator().manual_seed(1)).numpy()]
+    assert _errors(_run(Embedder(), (X, shuffled), _triplet(), ["label_coupling"]), "label_coupling") == ["labels"]
+
+
+class Mixture(nn.Module):
+    """Three Gaussians' weights (logits), means and softplus sigmas side by side: (N, 9) for one target."""
+
+    def __init__(self):
+        super().__init__()
+        self.body = nn.Sequential(nn.Linear(64, 32), nn.Tanh(), nn.Linear(32, 9))
+
+    def forward(self, x):
+        h = self.body(x)
+        return torch.cat([h[:, :6], F.softplus(h[:, 6:]) + 1e-3], 1)
+
+
+def _mdn(out, t):
+    log_pi, mu, sigma = F.log_softmax(out[:, :3], 1), out[:, 3:6], out[:, 6:]
+    log_prob = -0.5 * ((t[:, None] - mu) / sigma) ** 2 - torch.log(sigma)
+    return -torch.logsumexp(log_pi + log_prob, 1).mean()
+
+
+def _pinball(sign):
+    def loss(out, y):  # three quantiles of one target
+        q = torch.tensor([0.1, 0.5, 0.9])
+        err = y[:, None] - out
+        return sign * torch.maximum(q * err, (q - 1) * err).mean()
+    return loss
+
+
+def test_a_distributions_parameters_are_no_values_of_the_target_and_a_wrong_quantile_sign_is_found():
+    X, t = _regression()
+    t = t - t.mean()  # negative targets: no legal sigma
+    assert _errors(_run(Mixture(), (X, t), _mdn, ["loss_sign"]), "loss_sign") == []
+    assert _errors(_run(MLP(64, 3), (X, t), _pinball(-1), ["loss_sign"]), "loss_sign") == ["loss"]
+    assert _errors(_run(MLP(64, 3), (X, t), _pinball(1), ["loss_sign"]), "loss_sign") == []
+
+
+def test_an_autoencoders_targets_are_its_inputs_and_cannot_be_decoupled():
+    X, _ = digits()
+    model = nn.Sequential(nn.Linear(64, 16), nn.ReLU(), nn.Linear(16, 64), nn.Sigmoid())
+    report = _run(model, (X, X.copy()), nn.BCELoss(), ["label_coupling"])
+    assert _errors(report, "label_coupling") == [] and "autoencoder" in report.skipped["label_coupling"]
+    others = X[np.random.default_rng(1).permutation(len(X))]  # targets: other samples' pixels
+    assert _errors(_run(model, (X, others), nn.BCELoss(), ["label_coupling"]), "label_coupling") == ["labels"]
