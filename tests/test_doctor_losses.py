@@ -123,3 +123,26 @@ def test_an_autoencoders_targets_are_its_inputs_and_cannot_be_decoupled():
     assert _errors(report, "label_coupling") == [] and "autoencoder" in report.skipped["label_coupling"]
     others = X[np.random.default_rng(1).permutation(len(X))]  # targets: other samples' pixels
     assert _errors(_run(model, (X, others), nn.BCELoss(), ["label_coupling"]), "label_coupling") == ["labels"]
+
+
+class AutoEncoder(nn.Module):
+    """64 -> 32 -> 8 -> 32 -> 64: the decoder's first ReLU is fed an 8-wide code of small values."""
+
+    def __init__(self, code_bias=None):
+        super().__init__()
+        self.encoder = nn.Sequential(nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, 8))
+        self.decoder = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 64), nn.Sigmoid())
+        if code_bias is not None:
+            nn.init.constant_(self.decoder[0].bias, code_bias)
+
+    def forward(self, x):
+        return self.decoder(self.encoder(x))
+
+
+def test_units_dead_as_under_default_initialisation_are_not_the_models_doing_but_a_bias_that_kills_is():
+    X, _ = digits()
+    torch.manual_seed(19)
+    healthy = _run(AutoEncoder(), (X, X.copy()), nn.BCELoss(), ["dead_relu"])
+    assert _errors(healthy, "dead_relu") == []
+    torch.manual_seed(19)
+    assert _errors(_run(AutoEncoder(-3.0), (X, X.copy()), nn.BCELoss(), ["dead_relu"]), "dead_relu") == ["decoder.1"]
