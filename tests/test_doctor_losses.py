@@ -146,3 +146,24 @@ def test_units_dead_as_under_default_initialisation_are_not_the_models_doing_but
     assert _errors(healthy, "dead_relu") == []
     torch.manual_seed(19)
     assert _errors(_run(AutoEncoder(-3.0), (X, X.copy()), nn.BCELoss(), ["dead_relu"]), "dead_relu") == ["decoder.1"]
+
+
+class CausalMix(nn.Module):
+    """Each of 16 features attends to those before it through an additive mask made inside forward."""
+
+    def __init__(self, fill):
+        super().__init__()
+        self.fill = fill
+        self.fc, self.head = nn.Linear(64, 16), nn.Linear(16, 10)
+
+    def forward(self, x):
+        h = self.fc(x)
+        mask = torch.triu(torch.full((16, 16), self.fill), 1)
+        att = torch.softmax(h[:, :, None] * h[:, None, :] + mask, -1)
+        return self.head((att @ h[:, :, None]).squeeze(-1))
+
+
+def test_a_causal_masks_minus_infinity_is_no_numerical_fault_but_a_nan_constant_reaching_the_output_is():
+    assert _errors(_run(CausalMix(float("-inf")), digits(), nn.CrossEntropyLoss(), ["non_finite"]), "non_finite") == []
+    found = _errors(_run(CausalMix(float("nan")), digits(), nn.CrossEntropyLoss(), ["non_finite"]), "non_finite")
+    assert len(found) == 1  # the constant (traced as a tensor constant: its value is known when traced)

@@ -39,11 +39,15 @@ class NonFinite(Check):
                     evidence={"non_finite": bad, "values": value.numel()}, place="data", where=what,
                     node=ctx.input_node() if what == "inputs" else None)]
         values = ctx.record(ctx.x)
+        output_finite = _finite(ctx.output())
         for n in ctx.graph.nodes:
             v = values.get(n.name)
             if v is None or n.op == "placeholder" or _finite(v):
                 continue
-            if all(_finite(values[i]) for i in n.inputs if i in values):
+            fed = [i for i in n.inputs if i in values]
+            if not fed and output_finite:  # a constant made -inf on purpose (a causal mask), absorbed downstream
+                continue
+            if all(_finite(values[i]) for i in fed):
                 bad = int((~torch.isfinite(v)).sum())
                 return [self.finding(
                     "error", f"{n.name!r} ({n.kind}) turns finite inputs into {bad} NaN/Inf values.", self._change,
