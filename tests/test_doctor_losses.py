@@ -5,12 +5,13 @@ mixture density's parameters, an autoencoder's targets that are its inputs."""
 import warnings
 
 import numpy as np
+import pytest
 import torch
 import torch.nn.functional as F
 from doctor_cases import MLP, digits
 from torch import nn
 
-from activis.doctor import checkup
+from activis.doctor import SetupError, checkup
 
 warnings.filterwarnings("ignore", category=UserWarning)
 
@@ -167,3 +168,26 @@ def test_a_causal_masks_minus_infinity_is_no_numerical_fault_but_a_nan_constant_
     assert _errors(_run(CausalMix(float("-inf")), digits(), nn.CrossEntropyLoss(), ["non_finite"]), "non_finite") == []
     found = _errors(_run(CausalMix(float("nan")), digits(), nn.CrossEntropyLoss(), ["non_finite"]), "non_finite")
     assert len(found) == 1  # the constant (traced as a tensor constant: its value is known when traced)
+
+
+class Tagger(nn.Module):
+    """(N, L, 4) tag scores, tags last, for (N, L) ids."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb, self.head = nn.Embedding(20, 8), nn.Linear(8, 4)
+
+    def forward(self, ids):
+        return self.head(self.emb(ids))
+
+
+def test_a_label_out_of_bounds_in_a_loss_that_transposes_itself_is_the_labels_fault_not_the_layout():
+    ids = torch.randint(1, 20, (120, 10), generator=torch.Generator().manual_seed(0))
+    tags = ids % 4
+    tags[:, 8:] = -1  # padding labelled -1, not the ignore_index -100
+    loss = lambda out, y: F.cross_entropy(out.transpose(1, 2), y)  # noqa: E731
+    with pytest.raises(SetupError, match="labels reach -1 but the output has 4 classes") as caught:
+        checkup(Tagger(), (ids, tags), loss)
+    assert caught.value.finding.cause == "labels_for_loss"
+    tags[:, 8:] = -100
+    assert checkup(Tagger(), (ids, tags), loss, checks=["loss_sign"]).ran == ["loss_sign"]

@@ -9,6 +9,7 @@ but the embedding has 100 rows"), instead of a report that could read as clean.
 from __future__ import annotations
 
 import copy
+import re
 
 import torch
 from torch import nn
@@ -75,11 +76,15 @@ def module_fact(module: nn.Module, path: str, args) -> tuple[str, str, dict]:
     return f"{name} ({type(module).__name__}) received {_shapes(args)}", "Check the shapes and dtypes it receives.", {}
 
 
-def loss_fact(out: torch.Tensor, y: torch.Tensor, loss_fn) -> tuple[str, str, dict, str]:
-    """What about prediction and target the loss could not take: (fact, change, evidence, cause)."""
+def loss_fact(out: torch.Tensor, y: torch.Tensor, loss_fn, error: str = "") -> tuple[str, str, dict, str]:
+    """What about prediction and target the loss could not take: (fact, change, evidence, cause). ``error``: the
+    loss's own message; torch's cross-entropy and NLL say "Target 5 is out of bounds" only once they accepted the
+    shapes, so the layout is right (a loss that transposes a sequence's scores itself) and a label is not."""
     kind = type(loss_fn).__name__
-    if (not y.dtype.is_floating_point and out.dim() == 3 and tuple(y.shape) == tuple(out.shape[:2])
-            and tuple(y.shape) != (out.shape[0], out.shape[2])):
+    label_out_of_bounds = re.search(r"Target -?\d+ is out of bounds", error) is not None
+    sequence = (not y.dtype.is_floating_point and out.dim() == 3 and tuple(y.shape) == tuple(out.shape[:2])
+                and tuple(y.shape) != (out.shape[0], out.shape[2]))
+    if sequence and not label_out_of_bounds:
         return (f"the output {list(out.shape)} holds a sequence's class scores on its last axis, but the loss "
                 f"reads axis 1 as the classes (it wants the target {[out.shape[0], out.shape[2]]})",
                 "Give the loss output.transpose(1, 2) (or output.reshape(-1, C) with target.reshape(-1)).",
@@ -87,7 +92,7 @@ def loss_fact(out: torch.Tensor, y: torch.Tensor, loss_fn) -> tuple[str, str, di
     ignored = getattr(loss_fn, "ignore_index", -100)  # padding's label, which the loss skips
     labels = y[y != ignored] if not y.dtype.is_floating_point else y
     if not y.dtype.is_floating_point and out.dim() >= 2 and labels.numel():
-        classes = out.shape[1]
+        classes = out.shape[2] if sequence else out.shape[1]
         top, low = int(labels.max()), int(labels.min())
         if top >= classes or low < 0:
             return (f"labels reach {top if top >= classes else low} but the output has {classes} classes "
@@ -152,7 +157,7 @@ def preflight(model: nn.Module, x, y: torch.Tensor, loss_fn, pick_output) -> Non
     try:
         loss = loss_fn(out, y)
     except Exception as e:  # noqa: BLE001 - why the loss cannot run is the finding
-        fact, change, evidence, cause = loss_fact(out, y, loss_fn)
+        fact, change, evidence, cause = loss_fact(out, y, loss_fn, str(e))
         raise _fail("The loss cannot be computed", f"{fact} ({type(e).__name__}: {str(e).splitlines()[0][:200]}).",
                     change, place="loss", cause=cause, evidence=evidence) from e
     if not isinstance(loss, torch.Tensor):
