@@ -191,3 +191,12 @@ def test_a_label_out_of_bounds_in_a_loss_that_transposes_itself_is_the_labels_fa
     assert caught.value.finding.cause == "labels_for_loss"
     tags[:, 8:] = -100
     assert checkup(Tagger(), (ids, tags), loss, checks=["loss_sign"]).ran == ["loss_sign"]
+
+
+def test_nll_written_as_a_function_on_raw_scores_is_found_and_on_log_probabilities_is_not():
+    raw = lambda out, y: F.nll_loss(out, y)  # noqa: E731
+    logged = lambda out, y: F.nll_loss(F.log_softmax(out, 1), y)  # noqa: E731
+    assert _errors(_run(MLP(64, 10), digits(), raw, ["labels_fit_loss"]), "labels_fit_loss") == ["loss"]
+    assert _errors(_run(MLP(64, 10), digits(), logged, ["labels_fit_loss"]), "labels_fit_loss") == []
+    smoothed = nn.CrossEntropyLoss(label_smoothing=0.1)
+    assert _errors(_run(MLP(64, 10), digits(), smoothed, ["labels_fit_loss"]), "labels_fit_loss") == []
