@@ -200,3 +200,25 @@ def test_nll_written_as_a_function_on_raw_scores_is_found_and_on_log_probabiliti
     assert _errors(_run(MLP(64, 10), digits(), logged, ["labels_fit_loss"]), "labels_fit_loss") == []
     smoothed = nn.CrossEntropyLoss(label_smoothing=0.1)
     assert _errors(_run(MLP(64, 10), digits(), smoothed, ["labels_fit_loss"]), "labels_fit_loss") == []
+
+
+class PairDistance(nn.Module):
+    """The distance between the embeddings of a pair's two halves (32 pixels each)."""
+
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Sequential(nn.Linear(32, 32), nn.ReLU(), nn.Linear(32, 8))
+
+    def forward(self, x):
+        return (self.embed(x[:, :32]) - self.embed(x[:, 32:])).norm(dim=1)
+
+
+def test_a_contrastive_loss_without_its_margin_falls_without_bound_and_with_it_is_silent():
+    X, y = digits()
+    same = (y % 2 == 0).astype("float32")  # a 0/1 "same" flag per pair
+    unbounded = lambda d, s: (s * d ** 2 - (1 - s) * d ** 2).mean()  # noqa: E731
+    margin = lambda d, s: (s * d ** 2 + (1 - s) * F.relu(1 - d) ** 2).mean()  # noqa: E731
+    assert _errors(_run(PairDistance(), (X, same), unbounded, ["loss_sign"]), "loss_sign") == ["loss"]
+    assert _errors(_run(PairDistance(), (X, same), margin, ["loss_sign"]), "loss_sign") == []
+    assert _errors(_run(MLP(64, 10), digits(), nn.CrossEntropyLoss(label_smoothing=0.1), ["loss_sign"]),
+                   "loss_sign") == []

@@ -150,6 +150,17 @@ class LossSign(Check):
                 evidence={"loss_at_init": at_init, "loss_at_perfect": min(at_perfect)}, place="loss",
                 node=ctx.output_node())]
         best = min(at_perfect)
+        # Bounded below, a loss gains little past a perfect prediction made ten times as confident (cross-entropy:
+        # 2.3 at the start, 0.002 at logits of 6, 0 at 60). One that falls by more than the whole way from the
+        # start to perfect has no minimum (a contrastive loss without its margin): training drives the outputs off.
+        if extreme and min(extreme) < best - max(abs(at_init - best), abs(best), 1e-3):
+            return [self.finding(
+                "error", f"The loss falls without bound: {best:.3g} at perfect predictions, {min(extreme):.3g} at "
+                f"predictions ten times as large (at the start: {at_init:.3g}).",
+                "Check the loss's sign and its margin (a term to maximise must be bounded: relu(margin - d) ** 2, "
+                "not -d ** 2).",
+                evidence={"loss_at_init": at_init, "loss_at_perfect": best, "loss_at_x10": min(extreme)},
+                place="loss", node=ctx.output_node())]
         scale = max(abs(at_init), abs(best), 1e-8)  # a tolerance on the values compared, not on a far-off wrong
         if best < at_init - 1e-3 * scale and best < at_wrong - 1e-3 * scale:
             return []
