@@ -222,3 +222,21 @@ def test_a_contrastive_loss_without_its_margin_falls_without_bound_and_with_it_i
     assert _errors(_run(PairDistance(), (X, same), margin, ["loss_sign"]), "loss_sign") == []
     assert _errors(_run(MLP(64, 10), digits(), nn.CrossEntropyLoss(label_smoothing=0.1), ["loss_sign"]),
                    "loss_sign") == []
+
+
+class SqueezedHead(nn.Module):
+    def __init__(self, squash):
+        super().__init__()
+        self.body = nn.Sequential(nn.Linear(64, 16), nn.ReLU())
+        self.head = nn.Sequential(nn.Linear(16, 1), *([nn.Sigmoid()] if squash else []))
+
+    def forward(self, x):
+        return self.head(self.body(x)).squeeze(1)
+
+
+def test_a_sigmoid_before_a_squeeze_into_bce_with_logits_is_found_and_raw_logits_are_not():
+    X, y = digits()
+    data = (X, (y % 2).astype("float32"))
+    loss = nn.BCEWithLogitsLoss()
+    assert _errors(_run(SqueezedHead(True), data, loss, ["double_softmax"]), "double_softmax") == ["head.1"]
+    assert _errors(_run(SqueezedHead(False), data, loss, ["double_softmax"]), "double_softmax") == []

@@ -245,6 +245,9 @@ def _ideal_predictions(out: torch.Tensor, y: torch.Tensor):
     raise Skip(f"cannot build perfect predictions for output {list(out.shape)} and target {list(y.shape)}")
 
 
+_LAYOUT_OPS = {"squeeze", "unsqueeze", "view", "reshape", "flatten", "contiguous", "transpose", "permute"}
+
+
 class DoubleSoftmax(Check):
     """A softmax or sigmoid at the output, before a loss that applies its own (cross-entropy from logits);
     or a loss that squashes the logits itself (softmax inside a custom loss, before F.cross_entropy)."""
@@ -256,6 +259,9 @@ class DoubleSoftmax(Check):
         loss = ctx.loss_fn
         if isinstance(loss, nn.CrossEntropyLoss | nn.BCEWithLogitsLoss):
             node = ctx.graph.output_node
+            # a squeeze or reshape after the activation moves no value: the scores are still squashed
+            while node is not None and kind_of(node) in _LAYOUT_OPS and node.inputs:
+                node = ctx.graph.node(node.inputs[0])
             if node is None or kind_of(node) not in ("softmax", "sigmoid"):
                 return []
             return [self.finding(
