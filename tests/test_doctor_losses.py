@@ -240,3 +240,26 @@ def test_a_sigmoid_before_a_squeeze_into_bce_with_logits_is_found_and_raw_logits
     loss = nn.BCEWithLogitsLoss()
     assert _errors(_run(SqueezedHead(True), data, loss, ["double_softmax"]), "double_softmax") == ["head.1"]
     assert _errors(_run(SqueezedHead(False), data, loss, ["double_softmax"]), "double_softmax") == []
+
+
+class OffsetPositions(nn.Module):
+    """Positions counted from 1 (0 kept for padding, as RoBERTa does), read from a buffer sized like the table."""
+
+    def __init__(self, rows):
+        super().__init__()
+        self.tokens, self.positions, self.head = nn.Embedding(20, 8), nn.Embedding(rows, 8), nn.Linear(8, 2)
+        self.register_buffer("segments", torch.zeros(1, rows, dtype=torch.long))
+
+    def forward(self, ids):
+        where = (torch.arange(ids.shape[1]) + 1).expand(len(ids), -1)
+        segment = self.segments.expand(len(ids), -1).gather(1, where)
+        return self.head((self.tokens(ids) + self.positions(where) + segment[..., None]).mean(1))
+
+
+def test_an_index_past_an_embeddings_rows_computed_inside_a_module_names_that_embedding():
+    ids = torch.randint(0, 20, (120, 10), generator=torch.Generator().manual_seed(0))
+    with pytest.raises(SetupError, match="indices reach 10 but positions has 10 rows") as caught:
+        checkup(OffsetPositions(10), (ids, ids[:, 0] % 2), nn.CrossEntropyLoss())
+    assert caught.value.finding.where == "positions"
+    report = checkup(OffsetPositions(11), (ids, ids[:, 0] % 2), nn.CrossEntropyLoss(), checks=["loss_sign"])
+    assert report.ran == ["loss_sign"]

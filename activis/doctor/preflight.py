@@ -76,6 +76,26 @@ def module_fact(module: nn.Module, path: str, args) -> tuple[str, str, dict]:
     return f"{name} ({type(module).__name__}) received {_shapes(args)}", "Check the shapes and dtypes it receives.", {}
 
 
+def _indexed_table(module: nn.Module, path: str, error: str):
+    """(path, embedding, fact, change, evidence) when ``module`` failed on an index as large as the rows of the one
+    embedding table inside it: the module computed the indices for that table (positions counted from the ids'
+    length, as RoBERTa does) and looked them up in a buffer of the table's size first. None otherwise."""
+    found = re.search(r"index (-?\d+) is out of (?:bounds|range).*?size (\d+)", error)
+    if not found:
+        return None
+    index, size = int(found.group(1)), int(found.group(2))
+    tables = [(name, m) for name, m in module.named_modules()
+              if isinstance(m, nn.Embedding) and m.num_embeddings == size]
+    if len(tables) != 1:
+        return None
+    name, table = tables[0]
+    where = ".".join(p for p in (path, name) if p)
+    return (where, table, f"indices reach {index} but {where} has {size} rows (0..{size - 1})",
+            f"Give {where} more rows than the largest index (num_embeddings / max_position_embeddings above the "
+            "longest sequence plus any offset), or cut the inputs shorter.",
+            {"largest_index": index, "rows": size})
+
+
 def loss_fact(out: torch.Tensor, y: torch.Tensor, loss_fn, error: str = "") -> tuple[str, str, dict, str]:
     """What about prediction and target the loss could not take: (fact, change, evidence, cause). ``error``: the
     loss's own message; torch's cross-entropy and NLL say "Target 5 is out of bounds" only once they accepted the
@@ -142,7 +162,8 @@ def preflight(model: nn.Module, x, y: torch.Tensor, loss_fn, pick_output) -> Non
             raw = inputs.call(model, x)
         except Exception as e:  # noqa: BLE001 - why the model cannot run is the finding
             path, module, args = stack.running[-1] if stack.running else ("", model, (inputs.main(x),))
-            fact, change, evidence = module_fact(module, path, args)
+            path, module, fact, change, evidence = _indexed_table(module, path, str(e)) or (
+                path, module, *module_fact(module, path, args))
             raise _fail("The model cannot run on the data", f"{fact} ({type(e).__name__}: "
                         f"{str(e).splitlines()[0][:200]}).", change, place="module" if path else "model",
                         where=path, cause="data_model_mismatch", evidence=evidence) from e
