@@ -263,3 +263,16 @@ def test_an_index_past_an_embeddings_rows_computed_inside_a_module_names_that_em
     assert caught.value.finding.where == "positions"
     report = checkup(OffsetPositions(11), (ids, ids[:, 0] % 2), nn.CrossEntropyLoss(), checks=["loss_sign"])
     assert report.ran == ["loss_sign"]
+
+
+def test_every_parameter_frozen_names_the_output_layer_and_a_frozen_backbone_runs():
+    frozen = MLP(64, 10)
+    for p in frozen.parameters():
+        p.requires_grad_(False)
+    with pytest.raises(SetupError, match="Every parameter is frozen") as caught:
+        checkup(frozen, digits(), nn.CrossEntropyLoss())
+    assert caught.value.finding.where == "fc3"
+    backbone = MLP(64, 10)
+    for p in backbone.fc1.parameters():
+        p.requires_grad_(False)
+    assert checkup(backbone, digits(), nn.CrossEntropyLoss(), checks=["loss_sign"]).ran == ["loss_sign"]

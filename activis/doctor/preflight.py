@@ -129,24 +129,30 @@ def loss_fact(out: torch.Tensor, y: torch.Tensor, loss_fn, error: str = "") -> t
 
 
 class _Stack:
-    """Forward pre/post hooks on every module: the innermost module still running when an error escapes."""
+    """Forward pre/post hooks on every module: the innermost module still running when an error escapes, and the
+    last module with parameters of its own to finish (the output layer, which a fine-tune trains)."""
 
     def __init__(self, model: nn.Module):
         self.running: list[tuple[str, nn.Module, tuple]] = []
         self.failed: tuple[str, nn.Module, tuple] | None = None
+        self.last_layer = ""
         self.handles = []
         for path, module in model.named_modules():
             self.handles.append(module.register_forward_pre_hook(self._enter(path)))
-            self.handles.append(module.register_forward_hook(self._leave))
+            self.handles.append(module.register_forward_hook(self._leave(path)))
 
     def _enter(self, path):
         def hook(module, args):
             self.running.append((path, module, args))
         return hook
 
-    def _leave(self, _module, _args, _out):
-        if self.running:
-            self.running.pop()
+    def _leave(self, path):
+        def hook(module, _args, _out):
+            if self.running:
+                self.running.pop()
+            if path and any(True for _ in module.parameters(recurse=False)):
+                self.last_layer = path
+        return hook
 
     def remove(self):
         for h in self.handles:
@@ -189,6 +195,13 @@ def preflight(model: nn.Module, x, y: torch.Tensor, loss_fn, pick_output) -> Non
                     "element: backward() needs a single number.",
                     "Reduce it: reduction='mean' (the default), or .mean() over the per-sample losses.",
                     place="loss", cause="loss_function", evidence={"loss_elements": loss.numel()})
+    if not loss.requires_grad and not any(p.requires_grad for p in model.parameters()):
+        raise _fail("Every parameter is frozen", "no parameter of the model has requires_grad=True: nothing can "
+                    "learn (a 'freeze the backbone' loop run after the new head was attached?).",
+                    "Freeze before attaching the new layers, or set requires_grad=True on the parameters to train"
+                    + (f" (those of {stack.last_layer})." if stack.last_layer else "."),
+                    place="module" if stack.last_layer else "model",
+                    where=stack.last_layer, cause="gradient_cut")
     if not loss.requires_grad:
         raise _fail("The loss carries no gradient", "the loss does not depend on any trainable parameter "
                     "(computed under torch.no_grad(), detached, or every parameter frozen).",
