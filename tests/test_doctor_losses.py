@@ -276,3 +276,25 @@ def test_every_parameter_frozen_names_the_output_layer_and_a_frozen_backbone_run
     for p in backbone.fc1.parameters():
         p.requires_grad_(False)
     assert checkup(backbone, digits(), nn.CrossEntropyLoss(), checks=["loss_sign"]).ran == ["loss_sign"]
+
+
+class SequenceFirstEncoder(nn.Module):
+    """A position table looked up with arange(L), then an encoder layer fed (N, L, D) as batch_first or not."""
+
+    def __init__(self, batch_first):
+        super().__init__()
+        self.emb, self.pos = nn.Embedding(20, 16), nn.Embedding(16, 16)
+        self.encoder = nn.TransformerEncoderLayer(16, 2, 32, dropout=0.0, batch_first=batch_first)
+        self.head = nn.Linear(16, 2)
+
+    def forward(self, ids):
+        return self.head(self.encoder(self.emb(ids) + self.pos(torch.arange(ids.shape[1]))).mean(1))
+
+
+def test_samples_mixing_in_an_encoder_is_placed_there_not_at_a_position_table_as_long_as_the_batch():
+    ids = torch.randint(0, 20, (120, 16), generator=torch.Generator().manual_seed(0))  # length 16 = a batch of 16
+    data = (ids, ids[:, 0] % 2)
+    mixed = _run(SequenceFirstEncoder(False), data, nn.CrossEntropyLoss(), ["batch_dependence"])
+    assert _errors(mixed, "batch_dependence") == ["encoder"]
+    assert _errors(_run(SequenceFirstEncoder(True), data, nn.CrossEntropyLoss(), ["batch_dependence"]),
+                   "batch_dependence") == []
