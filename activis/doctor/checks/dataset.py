@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 from .. import inputs
-from .base import Check, Skip, same_values
+from .base import Check, Skip, kind_of, same_values
 
 
 def _stump_accuracy(feature: np.ndarray, labels: np.ndarray, classes: int) -> float:
@@ -263,7 +263,8 @@ def _from_samples(graph, values: dict) -> set[str]:
     if not samples:  # a graph of leaf modules (no fx trace): every module may carry the samples
         return {n.name for n in graph.nodes}
     for n in graph.nodes:
-        if any(i in samples and isinstance(values.get(i), torch.Tensor) for i in n.inputs):
+        size_query = kind_of(n) in ("getattr", "size", "dim", "len") and n.name not in values  # x.shape, x.size(1)
+        if not size_query and any(i in samples for i in n.inputs):
             samples.add(n.name)
     return samples
 
