@@ -298,3 +298,8 @@ def test_samples_mixing_in_an_encoder_is_placed_there_not_at_a_position_table_as
     assert _errors(mixed, "batch_dependence") == ["encoder"]
     assert _errors(_run(SequenceFirstEncoder(True), data, nn.CrossEntropyLoss(), ["batch_dependence"]),
                    "batch_dependence") == []
+
+
+def test_log_probabilities_into_nll_are_bounded_by_what_the_model_can_make():
+    model = nn.Sequential(MLP(64, 10), nn.LogSoftmax(dim=1))
+    assert _errors(_run(model, digits(), nn.NLLLoss(), ["loss_sign"]), "loss_sign") == []

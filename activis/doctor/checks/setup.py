@@ -153,7 +153,7 @@ class LossSign(Check):
         # Bounded below, a loss gains little past a perfect prediction made ten times as confident (cross-entropy:
         # 2.3 at the start, 0.002 at logits of 6, 0 at 60). One that falls by more than the whole way from the
         # start to perfect has no minimum (a contrastive loss without its margin): training drives the outputs off.
-        if extreme and min(extreme) < best - max(abs(at_init - best), abs(best), 1e-3):
+        if extreme and not _normalised(out) and min(extreme) < best - max(abs(at_init - best), abs(best), 1e-3):
             return [self.finding(
                 "error", f"The loss falls without bound: {best:.3g} at perfect predictions, {min(extreme):.3g} at "
                 f"predictions ten times as large (at the start: {at_init:.3g}).",
@@ -174,6 +174,16 @@ class LossSign(Check):
             evidence={"loss_at_init": at_init, "loss_at_perfect": best, "loss_at_wrong": at_wrong,
                       **({"loss_at_wrong_x10": extreme[-1]} if extreme else {})}, place="loss",
             node=ctx.output_node())]
+
+
+def _normalised(out: torch.Tensor) -> bool:
+    """Whether the output is log-probabilities (logsumexp 0) or probabilities (rows summing to 1) over an axis: the
+    model cannot make them ten times as large, so a loss unbounded there (NLL) is bounded on what it makes."""
+    if out.dim() < 2 or not out.dtype.is_floating_point:
+        return False
+    o = out.float()
+    return any(float(torch.logsumexp(o, ax).abs().max()) <= 1e-3 or (
+        bool((o >= 0).all()) and float((o.sum(ax) - 1).abs().max()) <= 1e-3) for ax in {1, out.dim() - 1})
 
 
 def is_metric_loss(loss, out: torch.Tensor, y: torch.Tensor) -> bool:
