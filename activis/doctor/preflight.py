@@ -9,6 +9,7 @@ but the embedding has 100 rows"), instead of a report that could read as clean.
 from __future__ import annotations
 
 import copy
+import re
 
 import torch
 from torch import nn
@@ -75,11 +76,35 @@ def module_fact(module: nn.Module, path: str, args) -> tuple[str, str, dict]:
     return f"{name} ({type(module).__name__}) received {_shapes(args)}", "Check the shapes and dtypes it receives.", {}
 
 
-def loss_fact(out: torch.Tensor, y: torch.Tensor, loss_fn) -> tuple[str, str, dict, str]:
-    """What about prediction and target the loss could not take: (fact, change, evidence, cause)."""
+def _indexed_table(module: nn.Module, path: str, error: str):
+    """(path, embedding, fact, change, evidence) when ``module`` failed on an index as large as the rows of the one
+    embedding table inside it: the module computed the indices for that table (positions counted from the ids'
+    length, as RoBERTa does) and looked them up in a buffer of the table's size first. None otherwise."""
+    found = re.search(r"index (-?\d+) is out of (?:bounds|range).*?size (\d+)", error)
+    if not found:
+        return None
+    index, size = int(found.group(1)), int(found.group(2))
+    tables = [(name, m) for name, m in module.named_modules()
+              if isinstance(m, nn.Embedding) and m.num_embeddings == size]
+    if len(tables) != 1:
+        return None
+    name, table = tables[0]
+    where = ".".join(p for p in (path, name) if p)
+    return (where, table, f"indices reach {index} but {where} has {size} rows (0..{size - 1})",
+            f"Give {where} more rows than the largest index (num_embeddings / max_position_embeddings above the "
+            "longest sequence plus any offset), or cut the inputs shorter.",
+            {"largest_index": index, "rows": size})
+
+
+def loss_fact(out: torch.Tensor, y: torch.Tensor, loss_fn, error: str = "") -> tuple[str, str, dict, str]:
+    """What about prediction and target the loss could not take: (fact, change, evidence, cause). ``error``: the
+    loss's own message; torch's cross-entropy and NLL say "Target 5 is out of bounds" only once they accepted the
+    shapes, so the layout is right (a loss that transposes a sequence's scores itself) and a label is not."""
     kind = type(loss_fn).__name__
-    if (not y.dtype.is_floating_point and out.dim() == 3 and tuple(y.shape) == tuple(out.shape[:2])
-            and tuple(y.shape) != (out.shape[0], out.shape[2])):
+    label_out_of_bounds = re.search(r"Target -?\d+ is out of bounds", error) is not None
+    sequence = (not y.dtype.is_floating_point and out.dim() == 3 and tuple(y.shape) == tuple(out.shape[:2])
+                and tuple(y.shape) != (out.shape[0], out.shape[2]))
+    if sequence and not label_out_of_bounds:
         return (f"the output {list(out.shape)} holds a sequence's class scores on its last axis, but the loss "
                 f"reads axis 1 as the classes (it wants the target {[out.shape[0], out.shape[2]]})",
                 "Give the loss output.transpose(1, 2) (or output.reshape(-1, C) with target.reshape(-1)).",
@@ -87,7 +112,7 @@ def loss_fact(out: torch.Tensor, y: torch.Tensor, loss_fn) -> tuple[str, str, di
     ignored = getattr(loss_fn, "ignore_index", -100)  # padding's label, which the loss skips
     labels = y[y != ignored] if not y.dtype.is_floating_point else y
     if not y.dtype.is_floating_point and out.dim() >= 2 and labels.numel():
-        classes = out.shape[1]
+        classes = out.shape[2] if sequence else out.shape[1]
         top, low = int(labels.max()), int(labels.min())
         if top >= classes or low < 0:
             return (f"labels reach {top if top >= classes else low} but the output has {classes} classes "
@@ -104,24 +129,30 @@ def loss_fact(out: torch.Tensor, y: torch.Tensor, loss_fn) -> tuple[str, str, di
 
 
 class _Stack:
-    """Forward pre/post hooks on every module: the innermost module still running when an error escapes."""
+    """Forward pre/post hooks on every module: the innermost module still running when an error escapes, and the
+    last module with parameters of its own to finish (the output layer, which a fine-tune trains)."""
 
     def __init__(self, model: nn.Module):
         self.running: list[tuple[str, nn.Module, tuple]] = []
         self.failed: tuple[str, nn.Module, tuple] | None = None
+        self.last_layer = ""
         self.handles = []
         for path, module in model.named_modules():
             self.handles.append(module.register_forward_pre_hook(self._enter(path)))
-            self.handles.append(module.register_forward_hook(self._leave))
+            self.handles.append(module.register_forward_hook(self._leave(path)))
 
     def _enter(self, path):
         def hook(module, args):
             self.running.append((path, module, args))
         return hook
 
-    def _leave(self, _module, _args, _out):
-        if self.running:
-            self.running.pop()
+    def _leave(self, path):
+        def hook(module, _args, _out):
+            if self.running:
+                self.running.pop()
+            if path and any(True for _ in module.parameters(recurse=False)):
+                self.last_layer = path
+        return hook
 
     def remove(self):
         for h in self.handles:
@@ -137,7 +168,8 @@ def preflight(model: nn.Module, x, y: torch.Tensor, loss_fn, pick_output) -> Non
             raw = inputs.call(model, x)
         except Exception as e:  # noqa: BLE001 - why the model cannot run is the finding
             path, module, args = stack.running[-1] if stack.running else ("", model, (inputs.main(x),))
-            fact, change, evidence = module_fact(module, path, args)
+            path, module, fact, change, evidence = _indexed_table(module, path, str(e)) or (
+                path, module, *module_fact(module, path, args))
             raise _fail("The model cannot run on the data", f"{fact} ({type(e).__name__}: "
                         f"{str(e).splitlines()[0][:200]}).", change, place="module" if path else "model",
                         where=path, cause="data_model_mismatch", evidence=evidence) from e
@@ -152,7 +184,7 @@ def preflight(model: nn.Module, x, y: torch.Tensor, loss_fn, pick_output) -> Non
     try:
         loss = loss_fn(out, y)
     except Exception as e:  # noqa: BLE001 - why the loss cannot run is the finding
-        fact, change, evidence, cause = loss_fact(out, y, loss_fn)
+        fact, change, evidence, cause = loss_fact(out, y, loss_fn, str(e))
         raise _fail("The loss cannot be computed", f"{fact} ({type(e).__name__}: {str(e).splitlines()[0][:200]}).",
                     change, place="loss", cause=cause, evidence=evidence) from e
     if not isinstance(loss, torch.Tensor):
@@ -163,6 +195,13 @@ def preflight(model: nn.Module, x, y: torch.Tensor, loss_fn, pick_output) -> Non
                     "element: backward() needs a single number.",
                     "Reduce it: reduction='mean' (the default), or .mean() over the per-sample losses.",
                     place="loss", cause="loss_function", evidence={"loss_elements": loss.numel()})
+    if not loss.requires_grad and not any(p.requires_grad for p in model.parameters()):
+        raise _fail("Every parameter is frozen", "no parameter of the model has requires_grad=True: nothing can "
+                    "learn (a 'freeze the backbone' loop run after the new head was attached?).",
+                    "Freeze before attaching the new layers, or set requires_grad=True on the parameters to train"
+                    + (f" (those of {stack.last_layer})." if stack.last_layer else "."),
+                    place="module" if stack.last_layer else "model",
+                    where=stack.last_layer, cause="gradient_cut")
     if not loss.requires_grad:
         raise _fail("The loss carries no gradient", "the loss does not depend on any trainable parameter "
                     "(computed under torch.no_grad(), detached, or every parameter frozen).",

@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 from .. import inputs
-from .base import Check, Skip, same_values
+from .base import Check, Skip, kind_of, same_values
 
 
 def _stump_accuracy(feature: np.ndarray, labels: np.ndarray, classes: int) -> float:
@@ -220,11 +220,11 @@ class BatchDependence(Check):
         if not gap > tolerance * scale:
             return []
         solo = ctx.record(inputs.first(x, 1))
-        node = None
+        node, samples = None, _from_samples(ctx.graph, values)
         for n in ctx.graph.nodes:
             a, b = values.get(n.name), solo.get(n.name)
-            if a is None or b is None or a.dim() == 0 or b.shape[1:] != a.shape[1:] or a.shape[0] != batch \
-                    or not a.dtype.is_floating_point:
+            if n.name not in samples or a is None or b is None or a.dim() == 0 or b.shape[1:] != a.shape[1:] \
+                    or a.shape[0] != batch or not a.dtype.is_floating_point:
                 continue
             differ = (a[:1] - b).abs()
             limit = tolerance * (float(a.abs().max()) + 1e-6)
@@ -256,6 +256,19 @@ def _lowest_precision(ctx, x) -> tuple[float, torch.Tensor]:
     return eps[0], out
 
 
+def _from_samples(graph, values: dict) -> set[str]:
+    """The nodes whose tensors are computed from the samples' tensors: not a position table looked up with
+    arange(L) (made from the input's size only), whose leading length can equal the batch's."""
+    samples = {n.name for n in graph.nodes if n.op == "placeholder"}
+    if not samples:  # a graph of leaf modules (no fx trace): every module may carry the samples
+        return {n.name for n in graph.nodes}
+    for n in graph.nodes:
+        size_query = kind_of(n) in ("getattr", "size", "dim", "len") and n.name not in values  # x.shape, x.size(1)
+        if not size_query and any(i in samples for i in n.inputs):
+            samples.add(n.name)
+    return samples
+
+
 def _mixer(graph, values: dict, first_different: str, batch: int) -> str | None:
     """The upstream node where the batch stops being the leading dimension (a reshape to time-major done with
     view): the mix happens there, though rows can only be compared again further down."""
@@ -266,11 +279,12 @@ def _mixer(graph, values: dict, first_different: str, batch: int) -> str | None:
             if i not in ancestors:
                 ancestors.add(i)
                 frontier.append(i)
+    samples = _from_samples(graph, values)
     for n in graph.nodes:
         v = values.get(n.name)
         if n.name not in ancestors or not isinstance(v, torch.Tensor) or v.dim() == 0 or v.shape[0] == batch:
             continue
-        fed = [values.get(i) for i in n.inputs]
+        fed = [values.get(i) for i in n.inputs if i in samples]
         if any(isinstance(f, torch.Tensor) and f.dim() and f.shape[0] == batch for f in fed):
             return n.name
     return None

@@ -50,6 +50,9 @@ class LabelsFitLoss(Check):
                     "Use BCEWithLogitsLoss for multi-label targets, or give one class index per row.",
                     evidence={"row_sum_min": float(sums.min()), "row_sum_max": float(sums.max())},
                     place="loss", where="labels", node=node)]
+        raw = self._raw_scores_as_log_probabilities(ctx, out, ctx.y)
+        if raw:
+            return raw
         if isinstance(loss, nn.MSELoss | nn.L1Loss | nn.SmoothL1Loss | nn.HuberLoss) and out.dim() == 2 \
                 and out.shape[1] > 1 and not y.dtype.is_floating_point:
             return [self.finding(
@@ -57,6 +60,28 @@ class LabelsFitLoss(Check):
                 "regression loss on classes.", "Use CrossEntropyLoss with class indices.",
                 place="loss", where="labels", node=node)]
         return []
+
+    def _raw_scores_as_log_probabilities(self, ctx, out, y) -> list:
+        """A loss written as a function (F.nll_loss after a transpose) on raw scores: raising every score by c
+        lowers it by exactly c (times a fixed weight) however large c is, so it falls without bound, whereas
+        cross-entropy, focal and smoothed losses do not move at all. Judged only when the output is no
+        log-probabilities on either class axis (logsumexp 0: a model ending in log_softmax is right)."""
+        if y.dtype.is_floating_point or out.dim() < 2 or not out.dtype.is_floating_point:
+            return []
+        if any(float(torch.logsumexp(out.float(), ax).abs().max()) <= 1e-3 for ax in {1, out.dim() - 1}):
+            return []
+        with torch.no_grad():
+            base, by_1, by_10 = (float(ctx.loss(out + c, y)) for c in (0.0, 1.0, 10.0))
+        d1, d10 = by_1 - base, by_10 - base
+        # exactly linear (to float noise) and falling: no softmax between the scores and the loss
+        if not (d1 < 0 and abs(d10 - 10 * d1) <= 1e-3 * abs(d10)):
+            return []
+        return [self.finding(
+            "error", f"The loss falls by {-d1:.3g} for every 1 added to all scores ({base:.3g} to {by_10:.3g} at "
+            "+10): it reads raw scores as log-probabilities (NLL without log_softmax) and falls without bound.",
+            "Apply log_softmax over the classes before nll_loss, or use cross_entropy on the raw logits.",
+            evidence={"loss": base, "loss_scores_plus_1": by_1, "loss_scores_plus_10": by_10},
+            place="loss", node=ctx.output_node())]
 
 
 class TargetScale(Check):

@@ -9,6 +9,7 @@ import torch
 from .. import inputs
 from .base import Check, Skip
 from .data import conflicting_rows
+from .setup import is_metric_loss
 
 
 class OverfitBatch(Check):
@@ -81,6 +82,8 @@ class LabelCoupling(Check):
         if bool((Y[:n] == Y[:1]).all()):
             raise Skip("every target is the same (a placeholder: a triplet or self-supervised loss reads the "
                        "inputs alone), so shuffling them changes nothing")
+        if isinstance(X, torch.Tensor) and X[:n].shape == Y[:n].shape and torch.equal(X[:n], Y[:n]):
+            raise Skip("the targets are the inputs (an autoencoder): they cannot be decoupled from them")
         order = torch.randperm(n, generator=torch.Generator().manual_seed(ctx.seed))
         train, held = order[: n // 2], order[n // 2:]
         xt, yt, xh, yh = inputs.take(X, train), Y[train], inputs.take(X, held), Y[held]
@@ -106,10 +109,16 @@ class LabelCoupling(Check):
         if beats_control and beats_base:
             return []
         with torch.no_grad():
-            balanced = _balanced_accuracy(out_held, yh), _balanced_accuracy(_out(control, xh), yh)
+            if is_metric_loss(ctx.loss, out_held, yh):  # embeddings: judged by their nearest training neighbour
+                balanced = (_neighbour_accuracy(real, xt, yt, xh, yh),
+                            _neighbour_accuracy(control, xt, yt, xh, yh))
+                chance = 1.0 / len(yh.unique())
+            else:
+                balanced = _balanced_accuracy(out_held, yh), _balanced_accuracy(_out(control, xh), yh)
+                chance = 1.0 / out_held.shape[1]
         if None not in balanced:
             evidence["balanced_accuracy"], evidence["balanced_accuracy_shuffled_labels"] = balanced
-            if balanced[0] > max(balanced[1], 1.0 / out_held.shape[1]) + self.balanced_margin:
+            if balanced[0] > max(balanced[1], chance) + self.balanced_margin:
                 return []
         why = ("it predicts held-out samples no better than a copy trained on shuffled labels"
                if not beats_control else "it predicts held-out samples no better than the base rate")
@@ -157,6 +166,14 @@ def _balanced_accuracy(out: torch.Tensor, y: torch.Tensor) -> float | None:
     right = out.argmax(1) == y
     recalls = [float(right[y == c].float().mean()) for c in y.unique().tolist() if 0 <= c < out.shape[1]]
     return sum(recalls) / len(recalls) if recalls else None
+
+
+def _neighbour_accuracy(model, xt, yt, xh, yh) -> float:
+    """The mean per-class share of held-out samples whose nearest training embedding has their label: what a
+    metric loss's embeddings are for (its held-out value rests on the hardest pairs of the held-out set)."""
+    nearest = torch.cdist(_out(model, xh).flatten(1).float(), _out(model, xt).flatten(1).float()).argmin(1)
+    right = yt[nearest] == yh
+    return sum(float(right[yh == c].float().mean()) for c in yh.unique().tolist()) / len(yh.unique())
 
 
 def _best(curve: list[float]) -> float:

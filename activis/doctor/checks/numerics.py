@@ -3,9 +3,11 @@ saturated sigmoids and tanhs, and dead ReLUs."""
 
 from __future__ import annotations
 
+import copy
 import math
 
 import torch
+from torch import nn
 
 from .. import inputs
 from .base import Check, kind_of, zero_initialised
@@ -37,11 +39,15 @@ class NonFinite(Check):
                     evidence={"non_finite": bad, "values": value.numel()}, place="data", where=what,
                     node=ctx.input_node() if what == "inputs" else None)]
         values = ctx.record(ctx.x)
+        output_finite = _finite(ctx.output())
         for n in ctx.graph.nodes:
             v = values.get(n.name)
             if v is None or n.op == "placeholder" or _finite(v):
                 continue
-            if all(_finite(values[i]) for i in n.inputs if i in values):
+            fed = [i for i in n.inputs if i in values]
+            if not fed and output_finite:  # a constant made -inf on purpose (a causal mask), absorbed downstream
+                continue
+            if all(_finite(values[i]) for i in fed):
                 bad = int((~torch.isfinite(v)).sum())
                 return [self.finding(
                     "error", f"{n.name!r} ({n.kind}) turns finite inputs into {bad} NaN/Inf values.", self._change,
@@ -218,6 +224,11 @@ class DeadReLU(Check):
     id, title = "dead_relu", "Dead ReLUs"
     cause = "dead_units"
     fraction = 0.4
+    # A layer fed few or small inputs (an 8-wide code into 32 units) leaves many units dead under PyTorch's own
+    # initialisation, which training revives as the inputs move; only a layer deader than its default-initialised
+    # twins on the same inputs is the model's doing. 5 re-initialisations bound that spread (a few points either
+    # side on the digits); 0.1 above the deadest keeps a chance draw from crossing it.
+    resets, above_default = 5, 0.1
 
     def run(self, ctx):
         x = inputs.first(ctx.data.X, 256)
@@ -233,7 +244,7 @@ class DeadReLU(Check):
             unit = -1 if v.dim() == 3 else 1
             active = (v > 0).movedim(unit, 0).reshape(v.shape[unit], -1).any(1)
             dead = 1.0 - float(active.float().mean())
-            if dead > self.fraction:
+            if dead > self.fraction and dead > self._default_dead(ctx, n, values, unit) + self.above_default:
                 findings.append(self.finding(
                     "error" if dead >= 0.9 else "warning",
                     f"{dead:.0%} of the units of {n.name!r} are never active on {samples} samples: they pass no "
@@ -243,4 +254,26 @@ class DeadReLU(Check):
                     evidence={"dead_fraction": dead, "units": active.numel(), "samples": samples},
                     place="node", where=n.name, node=n.name))
         return findings
+
+    def _default_dead(self, ctx, relu, values, unit) -> float:
+        """The largest share of dead units of the ReLU's own Linear or convolution re-initialised the PyTorch
+        way, on the inputs it receives here (0 when it is fed by anything else)."""
+        if not relu.inputs:
+            return 0.0
+        layer = ctx.graph.node(relu.inputs[0])
+        if layer.op != "call_module" or not layer.inputs or layer.inputs[0] not in values:
+            return 0.0
+        module = ctx.model.get_submodule(layer.target)
+        if not isinstance(module, nn.Linear | nn.modules.conv._ConvNd):
+            return 0.0
+        feed, deadest = values[layer.inputs[0]], 0.0
+        with torch.random.fork_rng(), torch.no_grad():
+            for k in range(self.resets):
+                torch.manual_seed(ctx.seed + k)
+                twin = copy.deepcopy(module)
+                twin.reset_parameters()
+                pre = twin(feed)
+                active = (pre > 0).movedim(unit, 0).reshape(pre.shape[unit], -1).any(1)
+                deadest = max(deadest, 1.0 - float(active.float().mean()))
+        return deadest
 

@@ -75,6 +75,8 @@ class LossShapes(Check):
         numel = torch.Size(joint).numel()
         if numel <= min(out.numel(), y.numel()):  # same elements, only laid out differently
             return []
+        if out.numel() == y.numel() and _aligns_itself(ctx.loss, out, y):
+            return []
         told = any("target size" in str(w.message) for w in caught)
         what = ("every prediction is compared with every target" if numel > max(out.numel(), y.numel()) else
                 "each prediction is repeated to meet several targets" if out.numel() < y.numel() else
@@ -86,7 +88,6 @@ class LossShapes(Check):
             f"reshape one to the other's shape: output.squeeze(-1) or target.view({', '.join(map(str, out.shape))}).",
             evidence={"prediction_numel": out.numel(), "target_numel": y.numel(), "broadcast_numel": numel},
             place="loss", node=node)]
-
 
     def _class_axis(self, ctx, out, y) -> list:
         """A sequence model's (N, L, C) scores, classes last (a Linear made them), given as they are to a loss that
@@ -135,6 +136,9 @@ class LossSign(Check):
             regression = y.dtype.is_floating_point and not bool(((y == 0) | (y == 1)).all())
             extreme = [] if regression else [float(ctx.loss(p * 10, y)) for p in perfect] + [
                 float(ctx.loss(wrong * 10, y))]
+        if y.dtype.is_floating_point and out.numel() != y.numel() and not math.isfinite(min(at_perfect)):
+            raise Skip("the outputs are not values of the target (a distribution's parameters?): every output "
+                       "equal to the target is no legal prediction for this loss")
         # A regression target's candidates are guesses at the link (identity, log): the best one must be finite
         values = [at_init, min(at_perfect)] if regression else [at_init, *at_perfect, at_wrong, *extreme]
         if not all(torch.isfinite(torch.tensor(v)) for v in values):
@@ -146,8 +150,21 @@ class LossSign(Check):
                 evidence={"loss_at_init": at_init, "loss_at_perfect": min(at_perfect)}, place="loss",
                 node=ctx.output_node())]
         best = min(at_perfect)
+        # Bounded below, a loss gains little past a perfect prediction made ten times as confident (cross-entropy:
+        # 2.3 at the start, 0.002 at logits of 6, 0 at 60). One that falls by more than the whole way from the
+        # start to perfect has no minimum (a contrastive loss without its margin): training drives the outputs off.
+        if extreme and not _normalised(out) and min(extreme) < best - max(abs(at_init - best), abs(best), 1e-3):
+            return [self.finding(
+                "error", f"The loss falls without bound: {best:.3g} at perfect predictions, {min(extreme):.3g} at "
+                f"predictions ten times as large (at the start: {at_init:.3g}).",
+                "Check the loss's sign and its margin (a term to maximise must be bounded: relu(margin - d) ** 2, "
+                "not -d ** 2).",
+                evidence={"loss_at_init": at_init, "loss_at_perfect": best, "loss_at_x10": min(extreme)},
+                place="loss", node=ctx.output_node())]
         scale = max(abs(at_init), abs(best), 1e-8)  # a tolerance on the values compared, not on a far-off wrong
         if best < at_init - 1e-3 * scale and best < at_wrong - 1e-3 * scale:
+            return []
+        if is_metric_loss(ctx.loss, out, y):  # no position is "right"; a wrong sign makes wrong rows cheaper
             return []
         return [self.finding(
             "error", "The loss is not smallest at perfect predictions"
@@ -159,15 +176,57 @@ class LossSign(Check):
             node=ctx.output_node())]
 
 
+def _normalised(out: torch.Tensor) -> bool:
+    """Whether the output is log-probabilities (logsumexp 0) or probabilities (rows summing to 1) over an axis: the
+    model cannot make them ten times as large, so a loss unbounded there (NLL) is bounded on what it makes."""
+    if out.dim() < 2 or not out.dtype.is_floating_point:
+        return False
+    o = out.float()
+    return any(float(torch.logsumexp(o, ax).abs().max()) <= 1e-3 or (
+        bool((o >= 0).all()) and float((o.sum(ax) - 1).abs().max()) <= 1e-3) for ax in {1, out.dim() - 1})
+
+
+def is_metric_loss(loss, out: torch.Tensor, y: torch.Tensor) -> bool:
+    """Whether a loss on integer labels reads no class from a position of the output (triplet, contrastive,
+    prototype losses want same-class rows close, whichever direction): confident one-hot rows for the labels cost
+    as little as for every label moved to the next class's axis, and less than the output at initialisation.
+    A relative 1e-3 of the larger value tells equal from a class-reading loss, which costs several nats more."""
+    if y.dtype.is_floating_point or out.dim() != 2 or y.dim() != 1 or len(y) != len(out) or not len(y):
+        return False
+    classes = out.shape[1]
+    if int(y.min()) < 0 or int(y.max()) >= classes or classes < 2:
+        return False
+    own = 12 * F.one_hot(y, classes).to(out.dtype) - 6
+    moved = 12 * F.one_hot((y + 1) % classes, classes).to(out.dtype) - 6
+    with torch.no_grad():
+        at_own, at_moved, at_init = float(loss(own, y)), float(loss(moved, y)), float(loss(out, y))
+    scale = max(abs(at_own), abs(at_moved), abs(at_init), 1e-8)
+    return abs(at_own - at_moved) <= 1e-3 * scale and at_own < at_init - 1e-3 * scale
+
+
+def _aligns_itself(loss, out: torch.Tensor, y: torch.Tensor) -> bool:
+    """Whether the loss reshapes the prediction to the target itself (`out.reshape(y.shape)` inside it): then it
+    costs the same on the output as given and on the output already laid out as the target. A loss that
+    broadcasts (N, 1) against (N,) compares every prediction with every target and costs something else, unless
+    all predictions are equal, which the model's output at initialisation is not (a relative 1e-5: float noise)."""
+    with torch.no_grad():
+        as_given, laid_out = float(loss(out, y)), float(loss(out.reshape(y.shape), y))
+    return math.isfinite(as_given) and abs(as_given - laid_out) <= 1e-5 * max(abs(as_given), abs(laid_out), 1e-8)
+
+
 def _ideal_predictions(out: torch.Tensor, y: torch.Tensor):
     """Candidate perfect predictions (logits or values) for the target, and one clearly wrong prediction."""
     if not y.dtype.is_floating_point and out.dim() >= 2 and out.shape[0] == y.shape[0] and y.dim() == out.dim() - 1:
         # Classes on axis 1 (torch's losses) or, for a sequence's (N, L, C) scores, last (a loss that transposes
         # or flattens them itself); padding's ignore_index (-100) is clamped, as the loss ignores it anyway.
+        # Labels reaching the axis's length are no class indices into it, yet the loss ran on them: it reads them
+        # otherwise (ordinal thresholds, cumulative logits), and a one-hot there is no perfect prediction.
         layouts = [ax for ax in {1, out.dim() - 1}
-                   if tuple(out.shape[:ax]) + tuple(out.shape[ax + 1:]) == tuple(y.shape)]
+                   if tuple(out.shape[:ax]) + tuple(out.shape[ax + 1:]) == tuple(y.shape)
+                   and int(y.max()) < out.shape[ax]]
         if not layouts:
-            raise Skip(f"the target {list(y.shape)} is not the output {list(out.shape)} less a class axis")
+            raise Skip(f"the target {list(y.shape)} is not the output {list(out.shape)} less a class axis "
+                       "holding its labels")
         perfect, wrong = [], None
         for ax in sorted(layouts):
             classes = out.shape[ax]
@@ -196,6 +255,9 @@ def _ideal_predictions(out: torch.Tensor, y: torch.Tensor):
     raise Skip(f"cannot build perfect predictions for output {list(out.shape)} and target {list(y.shape)}")
 
 
+_LAYOUT_OPS = {"squeeze", "unsqueeze", "view", "reshape", "flatten", "contiguous", "transpose", "permute"}
+
+
 class DoubleSoftmax(Check):
     """A softmax or sigmoid at the output, before a loss that applies its own (cross-entropy from logits);
     or a loss that squashes the logits itself (softmax inside a custom loss, before F.cross_entropy)."""
@@ -207,6 +269,9 @@ class DoubleSoftmax(Check):
         loss = ctx.loss_fn
         if isinstance(loss, nn.CrossEntropyLoss | nn.BCEWithLogitsLoss):
             node = ctx.graph.output_node
+            # a squeeze or reshape after the activation moves no value: the scores are still squashed
+            while node is not None and kind_of(node) in _LAYOUT_OPS and node.inputs:
+                node = ctx.graph.node(node.inputs[0])
             if node is None or kind_of(node) not in ("softmax", "sigmoid"):
                 return []
             return [self.finding(
